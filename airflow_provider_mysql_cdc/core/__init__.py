@@ -1,0 +1,1 @@
+"""Pure logic shared by the Airflow operators and the Spark apps: no Airflow, Spark or network import."""

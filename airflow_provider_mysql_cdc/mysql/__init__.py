@@ -1,0 +1,1 @@
+"""Glue to a live MySQL server (PyMySQL): connections and introspection. No Airflow import."""

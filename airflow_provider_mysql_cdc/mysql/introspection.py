@@ -1,0 +1,115 @@
+"""Read what preflight and capture need to know from a live server."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.preflight import (
+    CHECKED_VARIABLES,
+    DEFAULT_MIN_BINLOG_RETENTION_SECONDS,
+    Grants,
+    PreflightReport,
+    ServerFacts,
+    ServerVersion,
+    TableName,
+    evaluate,
+)
+from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
+
+if TYPE_CHECKING:
+    from pymysql.connections import Connection
+
+
+def read_server_facts(connection: Connection[Any], config: MySqlConnectionConfig, *, with_tables: bool) -> ServerFacts:
+    """Version, account, binlog/GTID variables, grants and (optionally) the visible base tables."""
+    version, comment, current_user = query(connection, config, "SELECT VERSION(), @@version_comment, CURRENT_USER()")[0]
+    names = ", ".join(f"'{name}'" for name in CHECKED_VARIABLES)
+    variables = {
+        str(name).lower(): (None if value is None else str(value))
+        for name, value in query(connection, config, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+    }
+    grants = Grants.parse(str(row[0]) for row in query(connection, config, "SHOW GRANTS"))
+    tables: tuple[TableName, ...] = ()
+    if with_tables:
+        rows = query(
+            connection,
+            config,
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+            "AND TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema') "
+            "ORDER BY TABLE_SCHEMA, TABLE_NAME",
+        )
+        tables = tuple(TableName(str(db), str(table)) for db, table in rows)
+    return ServerFacts(str(version), str(comment or ""), str(current_user), variables, grants, tables)
+
+
+@dataclass(frozen=True)
+class BinaryLogFile:
+    """One binlog file as ``SHOW BINARY LOGS`` lists it."""
+
+    name: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class BinlogInventory:
+    """The server's binlog position, GTID state and files."""
+
+    server_uuid: str
+    current_file: str
+    current_position: int
+    gtid_executed: GtidSet
+    gtid_purged: GtidSet
+    files: tuple[BinaryLogFile, ...]
+
+    def as_xcom(self) -> dict[str, Any]:
+        """Small JSON-safe summary for XCom and logs."""
+        return {
+            "server_uuid": self.server_uuid,
+            "current_file": self.current_file,
+            "current_position": self.current_position,
+            "gtid_executed": str(self.gtid_executed),
+            "gtid_purged": str(self.gtid_purged),
+            "binlog_files": len(self.files),
+            "binlog_bytes": sum(f.size_bytes for f in self.files),
+        }
+
+
+def read_binlog_inventory(connection: Connection[Any], config: MySqlConnectionConfig) -> BinlogInventory:
+    """Current binlog file/position, ``gtid_executed``/``gtid_purged`` and the binlog files."""
+    version, comment = query(connection, config, "SELECT VERSION(), @@version_comment")[0]
+    server = ServerVersion.parse(str(version), str(comment or ""))
+    status = query(connection, config, server.binlog_status_statement)
+    current_file, position = (str(status[0][0]), int(status[0][1])) if status else ("", 0)
+    files = tuple(BinaryLogFile(str(row[0]), int(row[1])) for row in query(connection, config, "SHOW BINARY LOGS"))
+    executed, purged, uuid = query(
+        connection, config, "SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged, @@server_uuid"
+    )[0]
+    return BinlogInventory(
+        server_uuid=str(uuid),
+        current_file=current_file,
+        current_position=position,
+        gtid_executed=GtidSet.parse(str(executed or "")),
+        gtid_purged=GtidSet.parse(str(purged or "")),
+        files=files,
+    )
+
+
+def read_gtid_executed(connection: Connection[Any], config: MySqlConnectionConfig) -> GtidSet:
+    """``@@GLOBAL.gtid_executed`` as a :class:`GtidSet`."""
+    return GtidSet.parse(str(query_value(connection, config, "SELECT @@GLOBAL.gtid_executed") or ""))
+
+
+def run_preflight(
+    config: MySqlConnectionConfig,
+    table_patterns: Sequence[str] = (),
+    *,
+    min_binlog_retention_seconds: int = DEFAULT_MIN_BINLOG_RETENTION_SECONDS,
+) -> PreflightReport:
+    """Connect, read the server's facts and evaluate them (see :func:`core.preflight.evaluate`)."""
+    with connection_to(config) as connection:
+        facts = read_server_facts(connection, config, with_tables=bool(table_patterns))
+    return evaluate(facts, table_patterns, min_binlog_retention_seconds=min_binlog_retention_seconds)
