@@ -7,9 +7,9 @@ import json
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import airflow
 import jsonschema
 
-import airflow
 from airflow_provider_mysql_cdc import __version__
 from airflow_provider_mysql_cdc.get_provider_info import get_provider_info
 
@@ -35,6 +35,8 @@ def test_every_listed_module_and_hook_class_imports() -> None:
 
 
 def test_entry_point_is_registered() -> None:
-    points = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_provider_mysql")]
+    points = [
+        ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_provider_mysql")
+    ]
     assert len(points) == 1
     assert points[0].load()() == get_provider_info()

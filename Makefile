@@ -1,0 +1,68 @@
+# Two commands matter: `make demo` (the whole demo on a fresh machine) and `make test` (every test).
+# Everything they need (venv, MySQL, Iceberg jars) is installed by the targets below, into ignored folders.
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+CONSTRAINTS := constraints/constraints-3.11.txt
+DEMO_MYSQL_PORT ?= 33306
+export SPARK_LOCAL_IP := 127.0.0.1
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+
+.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo constraints clean
+
+help:
+	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
+	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
+	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | constraints | clean"
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=24"
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e ".[spark,dev]"
+	touch $@
+
+mysql-install: venv
+	$(PY) scripts/local_mysql.py install
+
+mysql-up: mysql-install
+	$(PY) scripts/local_mysql.py start demo --port $(DEMO_MYSQL_PORT)
+
+mysql-down:
+	$(PY) scripts/local_mysql.py stop demo
+
+mysql-status:
+	$(PY) scripts/local_mysql.py status
+
+jars: venv
+	$(PY) scripts/iceberg_jars.py
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# pytest's exit 5 ("no tests collected") is turned into a failure: a run that tested nothing is red.
+test: venv mysql-install jars lint
+	@rc=0; $(PY) -m pytest || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+test-unit: venv
+	$(PY) -m pytest tests/unit
+
+demo: venv mysql-install
+	bash scripts/demo.sh
+
+# Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
+constraints:
+	rm -rf .cache/constraints-venv
+	$(PYTHON) -m venv .cache/constraints-venv
+	.cache/constraints-venv/bin/pip install --quiet -e ".[spark,dev]"
+	(echo "# Exact package set the tests and the demo use (Python 3.11). Regenerate with: make constraints"; \
+	 .cache/constraints-venv/bin/pip freeze --exclude-editable | grep -v '^-e') > $(CONSTRAINTS)
+
+clean:
+	-$(PY) scripts/local_mysql.py stop-all
+	rm -rf .airflow-home .demo

@@ -1,0 +1,81 @@
+"""Session fixtures: real MySQL servers, an isolated Airflow home on SQLite.
+
+Environment for Airflow and Spark is set here, before any test module imports Airflow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+AIRFLOW_TEST_HOME = REPO_ROOT / ".cache" / "airflow-test-home"
+
+os.environ["AIRFLOW_HOME"] = str(AIRFLOW_TEST_HOME)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{AIRFLOW_TEST_HOME / 'airflow.db'}"
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+
+from tests.mysql_servers import MySqlTestServer, external_server, start_local, stop_local  # noqa: E402
+
+MISCONFIGURED_SETTINGS = {
+    "gtid_mode": "OFF",
+    "enforce_gtid_consistency": "OFF",
+    "log_bin": "OFF",
+    "binlog_format": "STATEMENT",
+    "binlog_row_image": "MINIMAL",
+    "binlog_row_metadata": "MINIMAL",
+    "binlog_expire_logs_seconds": "3600",
+}
+
+
+@pytest.fixture(scope="session")
+def mysql_server() -> Iterator[MySqlTestServer]:
+    """The well-configured source server (local, or ``MYSQL_CDC_EXTERNAL_URL``)."""
+    external = external_server()
+    if external is not None:
+        yield external
+        return
+    server = start_local("pytest-primary")
+    try:
+        yield server
+    finally:
+        stop_local([server])
+
+
+@pytest.fixture(scope="session")
+def misconfigured_mysql() -> Iterator[MySqlTestServer]:
+    """A local server with every CDC-relevant setting wrong (always local: it is started with them)."""
+    server = start_local("pytest-misconfigured", MISCONFIGURED_SETTINGS)
+    try:
+        yield server
+    finally:
+        stop_local([server])
+
+
+@pytest.fixture(scope="session")
+def scratch_mysql() -> Iterator[MySqlTestServer]:
+    """A local server whose GTID state tests may reset at will."""
+    server = start_local("pytest-scratch")
+    try:
+        yield server
+    finally:
+        stop_local([server])
+
+
+@pytest.fixture(scope="session")
+def airflow_home() -> Path:
+    """A fresh Airflow home with a migrated SQLite metadata database."""
+    shutil.rmtree(AIRFLOW_TEST_HOME, ignore_errors=True)
+    AIRFLOW_TEST_HOME.mkdir(parents=True)
+    airflow = Path(sys.executable).with_name("airflow")
+    result = subprocess.run([str(airflow), "db", "migrate"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return AIRFLOW_TEST_HOME
