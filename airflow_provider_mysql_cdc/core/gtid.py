@@ -9,6 +9,11 @@ A GTID set is what ``@@gtid_executed`` prints::
 Within one source UUID the untagged intervals come first, then one ``:tag:intervals`` group per tag
 in tag order; tags are case-insensitive and kept in lower case, as the server does.
 
+Parsing is stricter than the server's in one respect, on purpose: MySQL's parser quietly drops
+some malformed pieces (``uuid:5-3``, a bare ``uuid``, a tag with no numbers, empty elements between
+commas) where this module raises, because a frontier that lost transactions without a word is the
+one thing a CDC pipeline must never accept. Everything the server prints is accepted.
+
 This module is pure: no Airflow, Spark, network or python-mysql-replication import (that library's
 own ``GtidSet`` gets containment wrong and rejects tags).
 """
@@ -27,7 +32,7 @@ MAX_TRANSACTION_NUMBER = 2**63 - 2
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 _NUMBER = re.compile(r"[0-9]+")
-_INTERVAL = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+_INTERVAL = re.compile(r"([0-9]+)(?:\s*-\s*([0-9]+))?")
 
 Interval = tuple[int, int]
 """A closed range ``(first, last)`` of transaction numbers, ``1 <= first <= last``."""

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.errors import InvalidGtidSetError, MySqlQueryError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from tests.mysql_servers import MySqlTestServer
 
@@ -74,12 +75,29 @@ def test_gtid_executed_is_printed_as_we_print_it(scratch_mysql: MySqlTestServer)
             assert GtidSet.parse(executed) == GtidSet.parse(text)
 
 
-def test_server_rejects_what_we_reject(mysql_server: MySqlTestServer) -> None:
-    bad_texts = [f"{UUIDS[0]}:0", f"{UUIDS[0]}:5-3", "nonsense", f"{UUIDS[0]}:etl"]
+def test_texts_the_server_rejects_are_rejected_here_too(mysql_server: MySqlTestServer) -> None:
+    u = UUIDS[0]
+    server_rejects = [
+        f"{u}:0",
+        f"{u}:9223372036854775807",
+        "nonsense",
+        f"{u}:{'t' * 33}:1",
+        f"{u}:9tag:1",
+        f"{u}:1 2",
+        f"{u}:1-x",
+        u[:-4] + ":1",
+    ]
     with connection_to(mysql_server.admin) as connection:
-        for text in bad_texts:
-            with pytest.raises(Exception) as from_server:
+        for text in server_rejects:
+            with pytest.raises(MySqlQueryError, match="Malformed GTID"):
                 query(connection, mysql_server.admin, f"SELECT GTID_SUBTRACT({sql_string(text)}, '')")
-            assert "Malformed GTID" in str(from_server.value) or "1772" in str(from_server.value), text
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidGtidSetError):
                 GtidSet.parse(text)
+
+
+def test_spacing_the_server_accepts_is_accepted_here_too(mysql_server: MySqlTestServer) -> None:
+    u = UUIDS[0]
+    text = f" {u} : 1 - 3 ,\n {u} : ETL : 4 , {u}:9223372036854775806"
+    with connection_to(mysql_server.admin) as connection:
+        normalized = query(connection, mysql_server.admin, f"SELECT GTID_SUBTRACT({sql_string(text)}, '')")[0][0]
+    assert GtidSet.parse(text).to_mysql_text() == normalized

@@ -80,7 +80,12 @@ def test_the_printed_fixes_repair_the_dynamic_settings(misconfigured_mysql: MySq
         after = run_preflight(misconfigured_mysql.cdc)
         assert [finding.check for finding in after.findings] == ["log_bin"], after.format()
     finally:
+        # Forget the persisted fixes and restart: the server is back to its wrong command-line settings.
         misconfigured_mysql.execute("RESET PERSIST")
+        assert misconfigured_mysql.local is not None
+        misconfigured_mysql.local.stop()
+        misconfigured_mysql.local.start()
+    assert [f.check for f in run_preflight(misconfigured_mysql.cdc).findings] == [f.check for f in report.findings]
 
 
 def test_missing_privileges_are_named_with_their_grants(preflight_schema: MySqlTestServer) -> None:

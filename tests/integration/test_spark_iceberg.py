@@ -16,6 +16,7 @@ The tests cover what the CDC apply step relies on:
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import sys
@@ -100,6 +101,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             .getOrCreate()
         )
         session.sparkContext.setLogLevel("ERROR")
+        # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+        # pytest has closed the captured streams.
+        logging.getLogger("py4j").setLevel(logging.WARNING)
         try:
             yield session
         finally:
