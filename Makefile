@@ -53,7 +53,7 @@ test-unit: venv
 	$(PY) -m pytest tests/unit
 
 demo: venv mysql-install
-	bash scripts/demo.sh
+	$(PY) scripts/demo.py
 
 # Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
 constraints:

@@ -49,8 +49,12 @@ def test_algebra_and_formatting_agree_with_the_server(mysql_server: MySqlTestSer
             batch = pairs[start : start + BATCH]
             columns = []
             for left, right in batch:
-                a, b = sql_string(left), sql_string(right)
-                columns += [f"GTID_SUBSET({a}, {b})", f"GTID_SUBTRACT({a}, {b})", f"GTID_SUBTRACT({a}, '')"]
+                sql_left, sql_right = sql_string(left), sql_string(right)
+                columns += [
+                    f"GTID_SUBSET({sql_left}, {sql_right})",
+                    f"GTID_SUBTRACT({sql_left}, {sql_right})",
+                    f"GTID_SUBTRACT({sql_left}, '')",
+                ]
             row = query(connection, mysql_server.admin, "SELECT " + ", ".join(columns))[0]
             for index, (left, right) in enumerate(batch):
                 subset, difference, normalized = row[3 * index : 3 * index + 3]
