@@ -23,7 +23,7 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{AIRFLOW_TEST_HOME / 'airflow.db'}"
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
-from tests.mysql_servers import MySqlTestServer, external_server, start_local, stop_local  # noqa: E402
+from tests.mysql_servers import MySqlTestServer, external_server, running_local  # noqa: E402
 
 MISCONFIGURED_SETTINGS = {
     "gtid_mode": "OFF",
@@ -43,31 +43,22 @@ def mysql_server() -> Iterator[MySqlTestServer]:
     if external is not None:
         yield external
         return
-    server = start_local("pytest-primary")
-    try:
+    with running_local("pytest-primary") as server:
         yield server
-    finally:
-        stop_local([server])
 
 
 @pytest.fixture(scope="session")
 def misconfigured_mysql() -> Iterator[MySqlTestServer]:
     """A local server with every CDC-relevant setting wrong (always local: it is started with them)."""
-    server = start_local("pytest-misconfigured", MISCONFIGURED_SETTINGS)
-    try:
+    with running_local("pytest-misconfigured", MISCONFIGURED_SETTINGS) as server:
         yield server
-    finally:
-        stop_local([server])
 
 
 @pytest.fixture(scope="session")
 def scratch_mysql() -> Iterator[MySqlTestServer]:
     """A local server whose GTID state tests may reset at will."""
-    server = start_local("pytest-scratch")
-    try:
+    with running_local("pytest-scratch") as server:
         yield server
-    finally:
-        stop_local([server])
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,11 @@ account that may create users and databases, e.g. the one from ``docker/compose.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,3 +109,13 @@ def stop_local(servers: Sequence[MySqlTestServer]) -> None:
     for server in servers:
         if server.local is not None:
             server.local.destroy()
+
+
+@contextlib.contextmanager
+def running_local(name: str, settings: dict[str, str] | None = None) -> Iterator[MySqlTestServer]:
+    """A fresh local server for the duration of the ``with`` block."""
+    server = start_local(name, settings)
+    try:
+        yield server
+    finally:
+        stop_local([server])
