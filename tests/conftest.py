@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-AIRFLOW_TEST_HOME = REPO_ROOT / ".cache" / "airflow-test-home"
+#: Names the local MySQL instances and the Airflow home of this run; concurrent test runs on one
+#: checkout need different prefixes.
+INSTANCE_PREFIX = os.environ.get("MYSQL_CDC_TEST_INSTANCE_PREFIX", "pytest")
+AIRFLOW_TEST_HOME = REPO_ROOT / ".cache" / f"airflow-home-{INSTANCE_PREFIX}"
 
 os.environ["AIRFLOW_HOME"] = str(AIRFLOW_TEST_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
@@ -43,21 +46,21 @@ def mysql_server() -> Iterator[MySqlTestServer]:
     if external is not None:
         yield external
         return
-    with running_local("pytest-primary") as server:
+    with running_local(f"{INSTANCE_PREFIX}-primary") as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def misconfigured_mysql() -> Iterator[MySqlTestServer]:
     """A local server with every CDC-relevant setting wrong (always local: it is started with them)."""
-    with running_local("pytest-misconfigured", MISCONFIGURED_SETTINGS) as server:
+    with running_local(f"{INSTANCE_PREFIX}-misconfigured", MISCONFIGURED_SETTINGS) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def scratch_mysql() -> Iterator[MySqlTestServer]:
     """A local server whose GTID state tests may reset at will."""
-    with running_local("pytest-scratch") as server:
+    with running_local(f"{INSTANCE_PREFIX}-scratch") as server:
         yield server
 
 
