@@ -1,0 +1,1 @@
+"""Binlog capture: reading a MySQL binlog window by window."""

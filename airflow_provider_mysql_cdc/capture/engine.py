@@ -1,0 +1,513 @@
+"""Capture one binlog window of a pipeline into Parquet staging (no Airflow import).
+
+``capture_window`` finds or plans the run's window in the frontier store, reads the binlog from the
+window's lower GTID set up to its bound, stages the row changes of the selected tables, publishes
+the manifest and advances the capture frontier (compare-and-set). Re-running a window re-reads
+exactly ``upper - lower`` and, when the result equals the published manifest, leaves the published
+files untouched; when the binlog is gone it reuses the published staging.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_provider_mysql_cdc.capture.binlog_reader import (
+    BinlogPurgedError,
+    BinlogReader,
+    Idle,
+    QueryStatement,
+    RowsEvent,
+    TransactionCommit,
+    TransactionStart,
+)
+from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
+from airflow_provider_mysql_cdc.capture.staging_writer import (
+    WindowStagingWriter,
+    manifest_uri,
+    read_manifest,
+    verify_manifest_files,
+)
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.core.staging import (
+    CorruptStagingError,
+    DdlStatement,
+    SchemaVersionInfo,
+    StagingManifest,
+    TruncateMarker,
+    cdc_seq,
+)
+from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema, schema_fingerprint
+from airflow_provider_mysql_cdc.core.windows import (
+    CutoffRule,
+    TableSelection,
+    WindowBound,
+    WindowCaps,
+    WindowNotClosedError,
+    WindowOrderError,
+    to_epoch_us,
+)
+from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_SECONDS = 5.0
+#: How long a window waits for transactions it knows exist (they are in its bound) before failing.
+MISSING_TRANSACTIONS_TIMEOUT_SECONDS = 60.0
+
+_TRUNCATE = re.compile(r"^\s*TRUNCATE\s+(?:TABLE\s+)?(?:`?(?P<db>[^`.\s]+)`?\s*\.\s*)?`?(?P<table>[^`\s;]+)`?", re.I)
+_DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|RENAME|TRUNCATE)\b", re.I)
+
+
+class CaptureDivergedError(TerminalCdcError):
+    """Raised when re-capturing a published window gives different content than its manifest."""
+
+
+class WindowIncompleteError(TransientCdcError):
+    """Raised when transactions inside a window's bound did not arrive from the server in time."""
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """One capture run: which pipeline, which Airflow run, where the window ends, what to stage."""
+
+    pipeline: str
+    run_id: str
+    staging_uri: str
+    cutoff: CutoffRule = CutoffRule.DATA_INTERVAL
+    data_interval_end: datetime | None = None
+    tables: TableSelection = field(default_factory=TableSelection)
+    caps: WindowCaps = field(default_factory=WindowCaps)
+    #: Frontier of a brand-new pipeline; None means ``@@gtid_executed`` when it is registered.
+    initial_frontier: GtidSet | None = None
+    replica_server_id: int = 4_000_001
+    row_group_rows: int = 50_000
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):
+            raise ConfigurationError(f"pipeline name {self.pipeline!r}: use letters, digits, '_', '.', '-'")
+        if self.cutoff is CutoffRule.DATA_INTERVAL and self.data_interval_end is None:
+            raise ConfigurationError("cutoff 'data_interval' needs the run's data_interval_end")
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """What a capture run produced; small and JSON-safe via :meth:`as_xcom`."""
+
+    pipeline: str
+    window_id: int
+    lower: GtidSet
+    upper: GtidSet
+    manifest_uri: str
+    transactions: int
+    op_counts: dict[str, int]
+    table_counts: dict[str, dict[str, int]]
+    reused_published: bool
+    last_commit_ts_us: int | None
+
+    def as_xcom(self) -> dict[str, Any]:
+        """The facts Airflow passes on (no rows, no secrets)."""
+        return {
+            "pipeline": self.pipeline,
+            "window_id": self.window_id,
+            "lower": str(self.lower),
+            "upper": str(self.upper),
+            "manifest_uri": self.manifest_uri,
+            "transactions": self.transactions,
+            "rows_by_op": self.op_counts,
+            "rows_by_table": self.table_counts,
+            "reused_published": self.reused_published,
+            "last_commit_ts_us": self.last_commit_ts_us,
+        }
+
+
+@dataclass
+class _TableVersion:
+    specs: tuple[ColumnSpec, ...]
+    converter: RowConverter
+    schema: pa.Schema
+    schema_version: int
+    primary_key_positions: tuple[int, ...]
+    info: SchemaVersionInfo
+
+
+def _approx_size(values: tuple[Any, ...]) -> int:
+    """Rough uncompressed size of a row, for the ``max_bytes`` cap and progress lines."""
+    return sum(len(value) if isinstance(value, str | bytes) else 8 for value in values)
+
+
+class _WindowReader:
+    """State of one pass over the binlog for one window."""
+
+    def __init__(
+        self,
+        request: CaptureRequest,
+        store: FrontierStore,
+        window: WindowRecord,
+        bound: WindowBound,
+        writer: WindowStagingWriter,
+    ) -> None:
+        self.request = request
+        self.store = store
+        self.window = window
+        self.bound = bound
+        self.writer = writer
+        self.position = 0
+        self.rows = 0
+        self.approx_bytes = 0
+        self.transactions = 0
+        self.seen = GtidSet()
+        self._seen_gtids: list[Gtid] = []
+        self.first_commit_ts_us: int | None = None
+        self.last_commit_ts_us: int | None = None
+        self.truncates: list[TruncateMarker] = []
+        self.ddl: list[DdlStatement] = []
+        self.versions: dict[tuple[str, str, int], _TableVersion] = {}
+        self.schemas: dict[tuple[str, str, int], SchemaVersionInfo] = {}
+        self.current: TransactionStart | None = None
+        self._last_progress = time.monotonic()
+        self._started = time.monotonic()
+
+    # -- per event ------------------------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        seq = cdc_seq(self.window.window_id, self.position)
+        self.position += 1
+        return seq
+
+    def _table_version(self, item: RowsEvent) -> _TableVersion:
+        key = (item.database, item.table, int(getattr(item.event, "table_id", 0)))
+        version = self.versions.get(key)
+        if version is not None:
+            return version
+        specs = column_specs_from_table_map(item.event)
+        fingerprint = schema_fingerprint(specs)
+        columns = [spec.describe() for spec in specs]
+        table_name = f"{item.database}.{item.table}"
+        number = self.store.schema_version(
+            self.request.pipeline,
+            table_name,
+            fingerprint,
+            columns,
+            str(self.current.gtid) if self.current else None,
+        )
+        primary_key = tuple(spec.name for spec in specs if spec.primary_key)
+        info = SchemaVersionInfo(item.database, item.table, number, fingerprint, tuple(columns), primary_key)
+        version = _TableVersion(
+            specs=specs,
+            converter=RowConverter(specs),
+            schema=arrow_schema(specs),
+            schema_version=number,
+            primary_key_positions=tuple(i for i, spec in enumerate(specs) if spec.primary_key),
+            info=info,
+        )
+        self.versions[key] = version
+        self.schemas[(item.database, item.table, number)] = info
+        return version
+
+    def _stage(self, item: RowsEvent, version: _TableVersion, op: str, values: dict[str, Any]) -> None:
+        assert self.current is not None
+        converted = version.converter.convert(values)
+        seq = self._next_seq()
+        row = (*converted, op, str(self.current.gtid), seq, self.current.commit_ts_us)
+        self.writer.add(item.database, item.table, version.schema_version, version.schema, row, op, seq)
+        self.rows += 1
+        self.approx_bytes += _approx_size(converted)
+
+    def on_rows(self, item: RowsEvent) -> None:
+        """Stage the rows of one row event of a selected table."""
+        version = self._table_version(item)
+        for row in decoded_rows(item.event):
+            if item.kind == "insert":
+                self._stage(item, version, "c", row["values"])
+            elif item.kind == "delete":
+                self._stage(item, version, "d", row["values"])
+            else:
+                before, after = row["before_values"], row["after_values"]
+                key_before = tuple(before.get(version.specs[i].name) for i in version.primary_key_positions)
+                key_after = tuple(after.get(version.specs[i].name) for i in version.primary_key_positions)
+                if version.primary_key_positions and key_before != key_after:
+                    self._stage(item, version, "d", before)
+                    self._stage(item, version, "c", after)
+                else:
+                    self._stage(item, version, "u", after)
+
+    def on_statement(self, item: QueryStatement) -> None:
+        """Record TRUNCATE markers and DDL of selected tables, in binlog order."""
+        assert self.current is not None
+        gtid = str(self.current.gtid)
+        truncate = _TRUNCATE.match(item.sql)
+        if truncate:
+            database = truncate.group("db") or item.database
+            table = truncate.group("table")
+            if self.request.tables.matches(database, table):
+                self.truncates.append(TruncateMarker(database, table, self._next_seq(), gtid))
+            return
+        if _DDL.match(item.sql):
+            self.ddl.append(DdlStatement(item.database, item.sql.strip(), self._next_seq(), gtid))
+            self.store.record_ddl(self.request.pipeline, gtid, item.database, item.sql.strip(), self.window.window_id)
+
+    def start_transaction(self, item: TransactionStart) -> None:
+        """A transaction of the window begins."""
+        self.current = item
+        if self.first_commit_ts_us is None:
+            self.first_commit_ts_us = item.commit_ts_us
+
+    def commit(self) -> None:
+        """The current transaction is complete: it now belongs to the window's upper bound."""
+        assert self.current is not None
+        self._seen_gtids.append(self.current.gtid)
+        self.transactions += 1
+        self.last_commit_ts_us = self.current.commit_ts_us
+        self.current = None
+        if len(self._seen_gtids) >= 10_000:
+            self._fold_seen()
+        self.log_progress()
+
+    def _fold_seen(self) -> None:
+        if self._seen_gtids:
+            self.seen = self.seen | GtidSet.of(self._seen_gtids)
+            self._seen_gtids = []
+
+    def seen_set(self) -> GtidSet:
+        """Every transaction read so far (complete ones only)."""
+        self._fold_seen()
+        return self.seen
+
+    def log_progress(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_progress >= PROGRESS_EVERY_SECONDS:
+            elapsed = max(now - self._started, 1e-6)
+            log.info(
+                "window %s: %s rows (%.0f rows/s), %s transactions, ~%.1f MB, last GTID %s",
+                self.window.window_id,
+                self.rows,
+                self.rows / elapsed,
+                self.transactions,
+                self.approx_bytes / 1e6,
+                self._seen_gtids[-1] if self._seen_gtids else "-",
+            )
+            self._last_progress = now
+
+
+def _server_state(config: MySqlConnectionConfig) -> tuple[GtidSet, int]:
+    """``@@gtid_executed`` and the server's clock (UTC microseconds), read together."""
+    with connection_to(config) as connection:
+        executed, now = query(
+            connection, config, "SELECT @@GLOBAL.gtid_executed, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
+        )[0]
+    return GtidSet.parse(str(executed or "")), int(now)
+
+
+def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig) -> WindowRecord:
+    """Find the run's window, or plan the next one (written once)."""
+    existing = store.window_for_run(request.pipeline, request.run_id)
+    if existing is not None:
+        return existing
+    pipeline = store.get_pipeline(request.pipeline)
+    if pipeline is None:
+        initial = request.initial_frontier
+        if initial is None:
+            initial, _ = _server_state(source)
+        pipeline = store.register_pipeline(request.pipeline, initial)
+        log.info("pipeline %s registered with initial frontier %s", request.pipeline, pipeline.initial_frontier)
+    last = store.last_window(request.pipeline)
+    if last is not None and not last.is_published:
+        raise WindowOrderError(
+            f"pipeline {request.pipeline!r}: window {last.window_id} (run {last.run_id!r}) is not published yet; "
+            "re-run that run's capture first (windows are captured in order)"
+        )
+    lower = last.upper if last is not None and last.upper is not None else pipeline.initial_frontier
+    window_id = last.window_id + 1 if last is not None else 1
+    if request.cutoff is CutoffRule.CATCH_UP:
+        executed, _ = _server_state(source)
+        cutoff_value = str(executed | lower)
+    else:
+        assert request.data_interval_end is not None
+        cutoff_value = request.data_interval_end.astimezone(UTC).isoformat()
+    window = store.plan_window(request.pipeline, window_id, request.run_id, lower, request.cutoff.value, cutoff_value)
+    log.info("pipeline %s: planned window %s for run %s from %s", request.pipeline, window_id, request.run_id, lower)
+    return window
+
+
+def _bound(window: WindowRecord, source: MySqlConnectionConfig) -> WindowBound:
+    if window.is_published:
+        assert window.upper is not None
+        return WindowBound(gtids=window.upper, exact=True)
+    if window.cutoff_rule == CutoffRule.CATCH_UP.value:
+        return WindowBound(gtids=GtidSet.parse(window.cutoff_value))
+    end_us = to_epoch_us(datetime.fromisoformat(window.cutoff_value))
+    _, server_now_us = _server_state(source)
+    if server_now_us < end_us:
+        raise WindowNotClosedError(
+            f"window {window.window_id} ends at {window.cutoff_value} but the server's clock is at "
+            f"{datetime.fromtimestamp(server_now_us / 1e6, UTC).isoformat()}: the interval has not ended yet; "
+            "retry after it has (Airflow runs scheduled intervals only after their end)"
+        )
+    return WindowBound(before_us=end_us)
+
+
+def _read(
+    request: CaptureRequest,
+    source: MySqlConnectionConfig,
+    store: FrontierStore,
+    window: WindowRecord,
+    bound: WindowBound,
+    writer: WindowStagingWriter,
+    clock: Callable[[], float] = time.monotonic,
+) -> _WindowReader:
+    """One pass over the binlog from the window's lower bound until the bound is reached."""
+    state = _WindowReader(request, store, window, bound, writer)
+    executed_at_start, _ = _server_state(source)
+    # Transactions the window must contain before it may end: its bound (catch_up, re-read) or,
+    # for data_interval, everything committed when the task started (unless the cut-off comes first).
+    needed = (bound.gtids if bound.gtids is not None else executed_at_start) - window.lower
+    remaining = len(needed)
+    if remaining == 0:
+        return state  # nothing was committed past the lower bound: an empty window, no stream needed
+    idle_since: float | None = None
+    with BinlogReader(
+        source,
+        after=window.lower,
+        replica_server_id=request.replica_server_id,
+        only_tables=request.tables.matches,
+    ) as reader:
+        for item in reader:
+            if isinstance(item, TransactionStart):
+                idle_since = None
+                if state.current is not None:
+                    raise TerminalCdcError(f"binlog stream opened {item.gtid} inside {state.current.gtid}")
+                if bound.skips(item.gtid):
+                    continue  # not part of this window: its events are ignored while current is None
+                if bound.ends_before(item.gtid, item.commit_ts_us):
+                    break
+                if not bound.exact:
+                    cap = request.caps.reached(state.rows, state.approx_bytes, state.transactions)
+                    if cap is not None:
+                        log.info("window %s ends early on a transaction boundary: %s reached", window.window_id, cap)
+                        break
+                state.start_transaction(item)
+            elif isinstance(item, Idle):
+                if remaining <= 0:
+                    break
+                idle_since = idle_since or clock()
+                if clock() - idle_since > MISSING_TRANSACTIONS_TIMEOUT_SECONDS:
+                    raise WindowIncompleteError(
+                        f"window {window.window_id}: transactions {needed - state.seen_set()} did not arrive "
+                        "from the server; retry the task"
+                    )
+            elif state.current is None:
+                continue  # an event of a skipped transaction
+            elif isinstance(item, RowsEvent):
+                state.on_rows(item)
+            elif isinstance(item, QueryStatement):
+                state.on_statement(item)
+            elif isinstance(item, TransactionCommit):
+                gtid = state.current.gtid
+                state.commit()
+                if gtid in needed:
+                    remaining -= 1
+                    if remaining <= 0 and bound.before_us is None:
+                        break
+    state.log_progress(force=True)
+    return state
+
+
+def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store: FrontierStore) -> CaptureResult:
+    """Capture (or re-capture) the request's window and publish it; see the module docstring."""
+    window = _plan(request, store, source)
+    bound = _bound(window, source)
+    published = None
+    if window.is_published:
+        try:
+            published = read_manifest(request.staging_uri, request.pipeline, window.window_id)
+        except CorruptStagingError as exc:
+            log.warning("published manifest of window %s is unreadable (%s); rewriting it", window.window_id, exc)
+    writer = WindowStagingWriter(
+        request.staging_uri, request.pipeline, window.window_id, row_group_rows=request.row_group_rows
+    )
+    try:
+        state = _read(request, source, store, window, bound, writer)
+    except BinlogPurgedError:
+        writer.discard()
+        if published is not None:
+            verify_manifest_files(request.staging_uri, published)
+            log.warning("binlog of window %s is purged; its published staging is reused", window.window_id)
+            return _result(published, request, reused=True)
+        raise
+    except BaseException:
+        writer.discard()
+        raise
+    files = writer.finish()
+    upper = window.lower | state.seen_set()
+    manifest = StagingManifest(
+        pipeline=request.pipeline,
+        window_id=window.window_id,
+        lower=str(window.lower),
+        upper=str(upper),
+        cutoff_rule=window.cutoff_rule,
+        cutoff_value=window.cutoff_value,
+        transactions=state.transactions,
+        first_commit_ts_us=state.first_commit_ts_us,
+        last_commit_ts_us=state.last_commit_ts_us,
+        files=tuple(files),
+        schemas=tuple(state.schemas[key] for key in sorted(state.schemas)),
+        truncates=tuple(state.truncates),
+        ddl=tuple(state.ddl),
+    )
+    if window.is_published:
+        if window.upper != upper:
+            writer.discard()
+            raise WindowIncompleteError(f"window {window.window_id}: re-read reached {upper}, expected {window.upper}")
+        if published is not None and published.to_json() == manifest.to_json():
+            try:
+                verify_manifest_files(request.staging_uri, published)
+            except CorruptStagingError as exc:
+                log.warning("%s; rewriting the window's files", exc)
+            else:
+                writer.discard()
+                log.info("window %s re-captured: identical to its published manifest", window.window_id)
+                return _result(published, request, reused=False)
+        elif published is not None:
+            writer.discard()
+            raise CaptureDivergedError(
+                f"re-capturing window {window.window_id} of pipeline {request.pipeline!r} gave different "
+                "content than its published manifest; the published window is left untouched"
+            )
+        uri = writer.publish(manifest)
+        return _result(manifest, request, reused=False)
+    uri = writer.publish(manifest)
+    store.publish_window(window, upper, uri, {"transactions": state.transactions, **manifest.op_counts()})
+    log.info(
+        "window %s published: %s transactions, rows by op %s, upper %s",
+        window.window_id,
+        state.transactions,
+        manifest.op_counts(),
+        upper,
+    )
+    return _result(manifest, request, reused=False)
+
+
+def _result(manifest: StagingManifest, request: CaptureRequest, *, reused: bool) -> CaptureResult:
+    return CaptureResult(
+        pipeline=manifest.pipeline,
+        window_id=manifest.window_id,
+        lower=GtidSet.parse(manifest.lower),
+        upper=GtidSet.parse(manifest.upper),
+        manifest_uri=manifest_uri(request.staging_uri, manifest.pipeline, manifest.window_id),
+        transactions=manifest.transactions,
+        op_counts=manifest.op_counts(),
+        table_counts=manifest.table_counts(),
+        reused_published=reused,
+        last_commit_ts_us=manifest.last_commit_ts_us,
+    )

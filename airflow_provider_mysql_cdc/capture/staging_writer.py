@@ -1,0 +1,225 @@
+"""Write a window's Parquet files and publish its manifest last and atomically, on any pyarrow filesystem.
+
+Files are first written under ``{pipeline}/windows/_tmp/{window_id}-{token}/`` and moved to their
+final names only at publish time, right before the manifest (itself written to a temporary name
+and moved). Memory is bounded: each table keeps at most ``row_group_rows`` rows in memory before
+they are written as a row group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from airflow_provider_mysql_cdc.core.staging import (
+    MANIFEST_NAME,
+    CorruptStagingError,
+    OpCounter,
+    StagedFile,
+    StagingManifest,
+    data_file_name,
+    window_dir,
+)
+from airflow_provider_mysql_cdc.errors import ConfigurationError, TransientCdcError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROW_GROUP_ROWS = 50_000
+
+
+class StagingWriteError(TransientCdcError):
+    """Raised when the staging filesystem refuses a write (permissions, network, quota)."""
+
+
+def open_staging(staging_uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and root path of a staging URI (local path, ``file://``, ``s3://``, ...)."""
+    try:
+        filesystem, root = pafs.FileSystem.from_uri(staging_uri)
+    except (pa.ArrowInvalid, ValueError) as exc:
+        raise ConfigurationError(f"staging URI {staging_uri!r} is not usable: {exc}") from None
+    return filesystem, root.rstrip("/")
+
+
+def manifest_uri(staging_uri: str, pipeline: str, window_id: int) -> str:
+    """The URI of a window's manifest."""
+    return f"{staging_uri.rstrip('/')}/{window_dir(pipeline, window_id)}/{MANIFEST_NAME}"
+
+
+def read_manifest(staging_uri: str, pipeline: str, window_id: int) -> StagingManifest | None:
+    """The published manifest of a window, or None when the window has none."""
+    filesystem, root = open_staging(staging_uri)
+    path = f"{root}/{window_dir(pipeline, window_id)}/{MANIFEST_NAME}"
+    if filesystem.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with filesystem.open_input_stream(path) as stream:
+        text = stream.read().decode("utf-8", errors="replace")
+    return StagingManifest.from_json(text, path)
+
+
+def sha256_of(filesystem: pafs.FileSystem, path: str) -> str:
+    """SHA-256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with filesystem.open_input_stream(path) as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_manifest_files(staging_uri: str, manifest: StagingManifest) -> None:
+    """Check every file of a manifest exists with its size and checksum; raise CorruptStagingError."""
+    filesystem, root = open_staging(staging_uri)
+    base = f"{root}/{window_dir(manifest.pipeline, manifest.window_id)}"
+    for staged in manifest.files:
+        path = f"{base}/{staged.path}"
+        info = filesystem.get_file_info(path)
+        if info.type != pafs.FileType.File or info.size != staged.bytes or sha256_of(filesystem, path) != staged.sha256:
+            raise CorruptStagingError(
+                f"staged file {path} of window {manifest.window_id} is missing, truncated or changed; "
+                "delete the window's staging directory and re-run its capture task"
+            )
+
+
+@dataclass
+class _OpenFile:
+    relative_path: str
+    tmp_path: str
+    schema: pa.Schema
+    writer: pq.ParquetWriter
+    database: str
+    table: str
+    schema_version: int
+    columns: list[list[Any]]
+    counter: OpCounter = field(default_factory=OpCounter)
+
+    def buffered_rows(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+
+class WindowStagingWriter:
+    """Collects rows per table and schema version into Parquet files of one window."""
+
+    def __init__(
+        self, staging_uri: str, pipeline: str, window_id: int, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    ) -> None:
+        self.staging_uri = staging_uri
+        self.pipeline = pipeline
+        self.window_id = window_id
+        self.row_group_rows = row_group_rows
+        self.filesystem, self.root = open_staging(staging_uri)
+        self.final_dir = f"{self.root}/{window_dir(pipeline, window_id)}"
+        self.tmp_dir = f"{self.root}/{pipeline}/windows/_tmp/{window_id:08d}-{uuid.uuid4().hex[:12]}"
+        self._files: dict[tuple[str, str, int], _OpenFile] = {}
+        self._finished: list[StagedFile] = []
+        self._delete_abandoned_attempts()
+        try:
+            self.filesystem.create_dir(self.tmp_dir, recursive=True)
+        except OSError as exc:
+            raise StagingWriteError(f"cannot write to staging {staging_uri!r}: {exc}") from None
+
+    def _delete_abandoned_attempts(self) -> None:
+        """Earlier attempts at this window that crashed left temporary files: they are never published."""
+        selector = pafs.FileSelector(f"{self.root}/{self.pipeline}/windows/_tmp", allow_not_found=True)
+        for info in self.filesystem.get_file_info(selector):
+            if info.type == pafs.FileType.Directory and info.base_name.startswith(f"{self.window_id:08d}-"):
+                log.info("deleting files of an abandoned attempt at window %s: %s", self.window_id, info.path)
+                self.filesystem.delete_dir(info.path)
+
+    def add(
+        self,
+        database: str,
+        table: str,
+        schema_version: int,
+        schema: pa.Schema,
+        values: Sequence[Any],
+        op: str,
+        seq: int,
+    ) -> None:
+        """Append one row (table columns then the ``_cdc_*`` columns, in schema order)."""
+        key = (database, table, schema_version)
+        staged = self._files.get(key)
+        if staged is None:
+            staged = self._open(database, table, schema_version, schema)
+        for column, value in zip(staged.columns, values, strict=True):
+            column.append(value)
+        staged.counter.add(op, seq)
+        if staged.buffered_rows() >= self.row_group_rows:
+            self._flush(staged)
+
+    def _open(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> _OpenFile:
+        relative = data_file_name(database, table, schema_version, 0)
+        tmp_path = f"{self.tmp_dir}/{relative}"
+        try:
+            self.filesystem.create_dir(tmp_path.rsplit("/", 1)[0], recursive=True)
+            writer = pq.ParquetWriter(tmp_path, schema, filesystem=self.filesystem, compression="zstd")
+        except OSError as exc:
+            raise StagingWriteError(f"cannot write {tmp_path}: {exc}") from None
+        staged = _OpenFile(relative, tmp_path, schema, writer, database, table, schema_version, [[] for _ in schema])
+        self._files[(database, table, schema_version)] = staged
+        return staged
+
+    def _flush(self, staged: _OpenFile) -> None:
+        if not staged.buffered_rows():
+            return
+        arrays = [pa.array(column, type=f.type) for column, f in zip(staged.columns, staged.schema, strict=True)]
+        staged.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=staged.schema))
+        staged.columns = [[] for _ in staged.schema]
+
+    def finish(self) -> list[StagedFile]:
+        """Close every file and describe it (rows, bytes, checksum); files stay in the temporary place."""
+        for staged in self._files.values():
+            self._flush(staged)
+            staged.writer.close()
+            info = self.filesystem.get_file_info(staged.tmp_path)
+            counter = staged.counter
+            assert counter.first_seq is not None and counter.last_seq is not None
+            self._finished.append(
+                StagedFile(
+                    path=staged.relative_path,
+                    database=staged.database,
+                    table=staged.table,
+                    schema_version=staged.schema_version,
+                    rows=counter.rows,
+                    bytes=int(info.size or 0),
+                    sha256=sha256_of(self.filesystem, staged.tmp_path),
+                    op_counts=dict(counter.ops),
+                    first_seq=counter.first_seq,
+                    last_seq=counter.last_seq,
+                )
+            )
+        self._files.clear()
+        return sorted(self._finished, key=lambda f: f.path)
+
+    def publish(self, manifest: StagingManifest) -> str:
+        """Move the files to their final names, then write the manifest atomically; returns its URI."""
+        try:
+            for staged in manifest.files:
+                final = f"{self.final_dir}/{staged.path}"
+                self.filesystem.create_dir(final.rsplit("/", 1)[0], recursive=True)
+                self.filesystem.move(f"{self.tmp_dir}/{staged.path}", final)
+            tmp_manifest = f"{self.tmp_dir}/{MANIFEST_NAME}"
+            with self.filesystem.open_output_stream(tmp_manifest) as stream:
+                stream.write(manifest.to_json().encode("utf-8"))
+            self.filesystem.create_dir(self.final_dir, recursive=True)
+            self.filesystem.move(tmp_manifest, f"{self.final_dir}/{MANIFEST_NAME}")
+        except OSError as exc:
+            raise StagingWriteError(f"publishing window {self.window_id} to {self.final_dir} failed: {exc}") from None
+        self.discard()
+        return manifest_uri(self.staging_uri, self.pipeline, self.window_id)
+
+    def discard(self) -> None:
+        """Delete the temporary files (nothing published is touched)."""
+        for staged in self._files.values():
+            staged.writer.close()
+        self._files.clear()
+        try:
+            self.filesystem.delete_dir(self.tmp_dir)
+        except (FileNotFoundError, OSError) as exc:
+            log.debug("could not delete %s: %s", self.tmp_dir, exc)

@@ -1,0 +1,186 @@
+"""Staging layout and the window manifest (pure: paths, sequence numbers, JSON).
+
+Layout under ``{staging_uri}/{pipeline}/``::
+
+    windows/{window_id:08d}/{db}.{table}/v{schema_version}/part-{n:05d}.parquet
+    windows/{window_id:08d}/_manifest.json
+
+A window exists only once its manifest is published; the manifest lists every file with its row
+count, size and SHA-256, so readers never list directories and never see partial windows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
+
+MANIFEST_NAME = "_manifest.json"
+MANIFEST_FORMAT_VERSION = 1
+#: ``_cdc_seq = window_id << SEQ_BITS | position``: strictly increasing in binlog order within a
+#: window and across windows (2**40 changes per window, 2**23 windows).
+SEQ_BITS = 40
+OPS = ("r", "c", "u", "d")
+
+
+class CorruptStagingError(TerminalCdcError):
+    """Raised when a manifest or staged file is unreadable, edited, truncated or fails its checksum."""
+
+
+def window_dir(pipeline: str, window_id: int) -> str:
+    """Directory of one window, relative to the staging root."""
+    return f"{pipeline}/windows/{window_id:08d}"
+
+
+def data_file_name(database: str, table: str, schema_version: int, part: int) -> str:
+    """A data file's path relative to its window directory."""
+    return f"{database}.{table}/v{schema_version}/part-{part:05d}.parquet"
+
+
+def cdc_seq(window_id: int, position: int) -> int:
+    """The ``_cdc_seq`` of the ``position``-th change (0-based) of a window."""
+    if not 0 <= position < 2**SEQ_BITS:
+        raise ValueError(f"window {window_id} holds more than 2**{SEQ_BITS} changes")
+    return (window_id << SEQ_BITS) | position
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """One Parquet file of a window: a table's changes in one schema version."""
+
+    path: str
+    database: str
+    table: str
+    schema_version: int
+    rows: int
+    bytes: int
+    sha256: str
+    op_counts: Mapping[str, int]
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class SchemaVersionInfo:
+    """A table schema as staged: version number, fingerprint and columns (name, MySQL type, Arrow type)."""
+
+    database: str
+    table: str
+    schema_version: int
+    fingerprint: str
+    columns: tuple[Mapping[str, Any], ...]
+    primary_key: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TruncateMarker:
+    """``TRUNCATE TABLE`` at a position in the window: rows with a smaller ``_cdc_seq`` are gone."""
+
+    database: str
+    table: str
+    seq: int
+    gtid: str
+
+
+@dataclass(frozen=True)
+class DdlStatement:
+    """A DDL statement seen in the window, with its GTID and position."""
+
+    database: str
+    statement: str
+    seq: int
+    gtid: str
+
+
+@dataclass(frozen=True)
+class StagingManifest:
+    """What a published window holds; the only entry point for readers of staging."""
+
+    pipeline: str
+    window_id: int
+    lower: str
+    upper: str
+    cutoff_rule: str
+    cutoff_value: str
+    transactions: int
+    first_commit_ts_us: int | None
+    last_commit_ts_us: int | None
+    files: tuple[StagedFile, ...] = ()
+    schemas: tuple[SchemaVersionInfo, ...] = ()
+    truncates: tuple[TruncateMarker, ...] = ()
+    ddl: tuple[DdlStatement, ...] = ()
+    format_version: int = MANIFEST_FORMAT_VERSION
+    kind: str = "window"
+
+    def op_counts(self) -> dict[str, int]:
+        """Rows by ``_cdc_op`` over the whole window."""
+        totals = dict.fromkeys(OPS, 0)
+        for staged in self.files:
+            for op, count in staged.op_counts.items():
+                totals[op] += count
+        return totals
+
+    def table_counts(self) -> dict[str, dict[str, int]]:
+        """Rows by op for each ``db.table``."""
+        counts: dict[str, dict[str, int]] = {}
+        for staged in self.files:
+            table = counts.setdefault(f"{staged.database}.{staged.table}", dict.fromkeys(OPS, 0))
+            for op, count in staged.op_counts.items():
+                table[op] += count
+        return counts
+
+    def to_json(self) -> str:
+        """Deterministic JSON (sorted keys): the same window always gives the same bytes."""
+        return json.dumps(asdict(self), sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> StagingManifest:
+        """Parse and validate a manifest; raise :class:`CorruptStagingError` naming ``where``."""
+        try:
+            data = json.loads(text)
+            if data.get("format_version") != MANIFEST_FORMAT_VERSION:
+                raise ValueError(f"unsupported format_version {data.get('format_version')!r}")
+            manifest = cls(
+                **{
+                    **data,
+                    "files": tuple(StagedFile(**item) for item in data["files"]),
+                    "schemas": tuple(
+                        SchemaVersionInfo(
+                            **{**item, "columns": tuple(item["columns"]), "primary_key": tuple(item["primary_key"])}
+                        )
+                        for item in data["schemas"]
+                    ),
+                    "truncates": tuple(TruncateMarker(**item) for item in data["truncates"]),
+                    "ddl": tuple(DdlStatement(**item) for item in data["ddl"]),
+                }
+            )
+            GtidSet.parse(manifest.lower)
+            GtidSet.parse(manifest.upper)
+        except (ValueError, TypeError, KeyError, MySqlCdcError) as exc:
+            raise CorruptStagingError(
+                f"manifest {where} is corrupt or was edited ({exc}); delete the window's staging directory "
+                "and re-run its capture task to rewrite it"
+            ) from None
+        return manifest
+
+
+@dataclass
+class OpCounter:
+    """Mutable per-file counters while a file is written."""
+
+    rows: int = 0
+    first_seq: int | None = None
+    last_seq: int | None = None
+    ops: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
+
+    def add(self, op: str, seq: int) -> None:
+        """Count one row."""
+        self.rows += 1
+        self.ops[op] += 1
+        if self.first_seq is None:
+            self.first_seq = seq
+        self.last_seq = seq

@@ -1,0 +1,128 @@
+"""Windows: cut-off rules, caps, table selection and the decision of where a window stops (pure)."""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
+
+
+class CutoffRule(str, enum.Enum):
+    """Where a new window ends."""
+
+    #: upper = ``@@gtid_executed`` read when the task starts.
+    CATCH_UP = "catch_up"
+    #: every transaction committed before the run's ``data_interval_end`` (GTID event commit time).
+    DATA_INTERVAL = "data_interval"
+
+    @classmethod
+    def parse(cls, value: str | CutoffRule) -> CutoffRule:
+        """Accept the enum or its value; raise :class:`ConfigurationError` otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"unknown cutoff {value!r}; use {CutoffRule.DATA_INTERVAL.value!r} or {CutoffRule.CATCH_UP.value!r}"
+            ) from None
+
+
+class WindowOrderError(TerminalCdcError):
+    """Raised when a new window is requested while an earlier one is still unpublished."""
+
+
+class WindowNotClosedError(TransientCdcError):
+    """Raised when a ``data_interval`` window is captured before its interval has ended on the server."""
+
+
+@dataclass(frozen=True)
+class WindowCaps:
+    """Optional limits that end a window early, always on a transaction boundary (None: no limit)."""
+
+    max_rows: int | None = None
+    max_bytes: int | None = None
+    max_transactions: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_rows", "max_bytes", "max_transactions"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigurationError(f"{name} must be at least 1 (or None for no limit), got {value}")
+
+    def reached(self, rows: int, approx_bytes: int, transactions: int) -> str | None:
+        """The name of the first cap reached, or None."""
+        if self.max_rows is not None and rows >= self.max_rows:
+            return "max_rows"
+        if self.max_bytes is not None and approx_bytes >= self.max_bytes:
+            return "max_bytes"
+        if self.max_transactions is not None and transactions >= self.max_transactions:
+            return "max_transactions"
+        return None
+
+
+@dataclass(frozen=True)
+class TableSelection:
+    """Include/exclude ``database.table`` glob patterns (case-sensitive, like MySQL on Linux)."""
+
+    include: tuple[str, ...] = ("*.*",)
+    exclude: tuple[str, ...] = ()
+    _cache: dict[tuple[str, str], bool] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for pattern in (*self.include, *self.exclude):
+            if pattern.count(".") < 1:
+                raise ConfigurationError(f"table pattern {pattern!r} must look like 'database.table' (globs allowed)")
+
+    @classmethod
+    def of(cls, include: Sequence[str] | str = ("*.*",), exclude: Sequence[str] | str = ()) -> TableSelection:
+        """Build from a pattern or a list of patterns."""
+        include_tuple = (include,) if isinstance(include, str) else tuple(include)
+        exclude_tuple = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+        return cls(include_tuple, exclude_tuple)
+
+    def matches(self, database: str, table: str) -> bool:
+        """True when the table is selected (cached: called for every row event)."""
+        key = (database, table)
+        cached = self._cache.get(key)
+        if cached is None:
+            name = f"{database}.{table}"
+            cached = any(fnmatch.fnmatchcase(name, p) for p in self.include) and not any(
+                fnmatch.fnmatchcase(name, p) for p in self.exclude
+            )
+            self._cache[key] = cached
+        return cached
+
+
+@dataclass(frozen=True)
+class WindowBound:
+    """Where a window being read stops.
+
+    * ``exact``: re-reading a published window: exactly the transactions in ``gtids`` (minus lower).
+    * ``gtids``: a ``catch_up`` window: stop at the first transaction outside ``gtids``.
+    * ``before_us``: a ``data_interval`` window: stop at the first transaction committed at or after it.
+    """
+
+    gtids: GtidSet | None = None
+    exact: bool = False
+    before_us: int | None = None
+
+    def ends_before(self, gtid: Gtid, commit_ts_us: int) -> bool:
+        """True when a transaction starting here is past the window (the window ends before it)."""
+        if self.before_us is not None and commit_ts_us >= self.before_us:
+            return True
+        return self.gtids is not None and not self.exact and gtid not in self.gtids
+
+    def skips(self, gtid: Gtid) -> bool:
+        """True when an exact re-read must skip a transaction that is not part of the window."""
+        return self.exact and self.gtids is not None and gtid not in self.gtids
+
+
+def to_epoch_us(moment: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime (naive ones are taken as UTC)."""
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

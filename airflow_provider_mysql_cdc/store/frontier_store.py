@@ -1,0 +1,508 @@
+"""The metadata tables: pipelines, windows, table frontiers and schema history (SQLAlchemy Core).
+
+They are the source of truth between runs; XComs only carry copies of small facts. Any SQLAlchemy
+URL works (SQLite for the embedded demo, PostgreSQL or MySQL in production). The schema is created
+on first use and versioned in ``cdc_store_version``. Every change that moves progress forward is
+compare-and-set: a writer that lost a race gets :class:`FrontierConflictError`, never a silent
+overwrite.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError, TransientCdcError
+
+#: Version of the tables below; bump with a migration in :meth:`FrontierStore.ensure_schema`.
+STORE_SCHEMA_VERSION = 1
+
+metadata = sa.MetaData()
+
+store_version_table = sa.Table(
+    "cdc_store_version",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("installed_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+pipelines_table = sa.Table(
+    "cdc_pipelines",
+    metadata,
+    sa.Column("pipeline", sa.String(200), primary_key=True),
+    sa.Column("initial_frontier", sa.Text, nullable=False),
+    sa.Column("capture_frontier", sa.Text, nullable=False),
+    sa.Column("revision", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+windows_table = sa.Table(
+    "cdc_windows",
+    metadata,
+    sa.Column("pipeline", sa.String(200), primary_key=True),
+    sa.Column("window_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("lower", sa.Text, nullable=False),
+    sa.Column("upper", sa.Text, nullable=True),
+    sa.Column("cutoff_rule", sa.String(32), nullable=False),
+    sa.Column("cutoff_value", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("manifest_uri", sa.Text, nullable=True),
+    sa.Column("counts", sa.Text, nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
+    sa.UniqueConstraint("pipeline", "run_id", name="uq_cdc_windows_run"),
+)
+
+table_frontiers_table = sa.Table(
+    "cdc_table_frontiers",
+    metadata,
+    sa.Column("pipeline", sa.String(200), primary_key=True),
+    sa.Column("table_name", sa.String(400), primary_key=True),
+    sa.Column("kind", sa.String(32), primary_key=True),
+    sa.Column("frontier", sa.Text, nullable=False),
+    sa.Column("revision", sa.Integer, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+schema_history_table = sa.Table(
+    "cdc_schema_history",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("pipeline", sa.String(200), nullable=False),
+    sa.Column("table_name", sa.String(400), nullable=False),
+    sa.Column("schema_version", sa.Integer, nullable=False),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("columns", sa.Text, nullable=False),
+    sa.Column("gtid", sa.String(200), nullable=True),
+    sa.Column("statement", sa.Text, nullable=True),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("pipeline", "table_name", "fingerprint", name="uq_cdc_schema_fingerprint"),
+)
+
+ddl_history_table = sa.Table(
+    "cdc_ddl_history",
+    metadata,
+    sa.Column("pipeline", sa.String(200), primary_key=True),
+    sa.Column("gtid", sa.String(200), primary_key=True),
+    sa.Column("database_name", sa.String(200), nullable=False),
+    sa.Column("statement", sa.Text, nullable=False),
+    sa.Column("window_id", sa.Integer, nullable=False),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+class FrontierStoreError(TerminalCdcError):
+    """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
+
+
+class FrontierConflictError(TransientCdcError):
+    """Raised when a compare-and-set lost a race: someone else advanced the same record first."""
+
+
+class UnknownPipelineError(TerminalCdcError):
+    """Raised when a pipeline is used before it was registered with an initial frontier."""
+
+
+class WindowStatus:
+    """Lifecycle of a window record."""
+
+    PLANNED = "planned"
+    PUBLISHED = "published"
+
+
+@dataclass(frozen=True)
+class PipelineRecord:
+    """One pipeline's identity and capture progress."""
+
+    pipeline: str
+    initial_frontier: GtidSet
+    capture_frontier: GtidSet
+    revision: int
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """One window: written once when planned, completed once when its manifest is published."""
+
+    pipeline: str
+    window_id: int
+    run_id: str
+    lower: GtidSet
+    upper: GtidSet | None
+    cutoff_rule: str
+    cutoff_value: str
+    status: str
+    manifest_uri: str | None = None
+    counts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_published(self) -> bool:
+        """True once the manifest is published and ``upper`` is final."""
+        return self.status == WindowStatus.PUBLISHED
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _parse_stored(text: str | None, what: str) -> GtidSet:
+    try:
+        return GtidSet.parse(text or "")
+    except MySqlCdcError as exc:
+        raise FrontierStoreError(f"metadata table holds an invalid GTID set for {what}: {exc}") from None
+
+
+class FrontierStore:
+    """Access to the metadata tables through one SQLAlchemy engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._schema_checked = False
+
+    @classmethod
+    def from_url(cls, url: str) -> FrontierStore:
+        """A store on any SQLAlchemy URL (``sqlite:////path/cdc.db``, ``postgresql+psycopg2://...``)."""
+        return cls(sa.create_engine(url, future=True, pool_pre_ping=True))
+
+    def __repr__(self) -> str:
+        return f"FrontierStore({self.engine.url.render_as_string(hide_password=True)!r})"
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create the tables on first use; refuse a store written by a newer version of this code."""
+        if self._schema_checked:
+            return
+        metadata.create_all(self.engine)
+        with self.engine.begin() as connection:
+            versions = [row.version for row in connection.execute(sa.select(store_version_table.c.version))]
+            if not versions:
+                connection.execute(
+                    store_version_table.insert().values(version=STORE_SCHEMA_VERSION, installed_at=_now())
+                )
+            elif max(versions) > STORE_SCHEMA_VERSION:
+                raise FrontierStoreError(
+                    f"the metadata tables are at version {max(versions)}, newer than this provider "
+                    f"understands ({STORE_SCHEMA_VERSION}); upgrade airflow-provider-mysql-cdc"
+                )
+        self._schema_checked = True
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        self.ensure_schema()
+        with self.engine.begin() as connection:
+            yield connection
+
+    # -- pipelines ------------------------------------------------------------------------------
+
+    def get_pipeline(self, pipeline: str) -> PipelineRecord | None:
+        """The pipeline's record, or None if it was never registered."""
+        with self._transaction() as connection:
+            row = connection.execute(sa.select(pipelines_table).where(pipelines_table.c.pipeline == pipeline)).first()
+        if row is None:
+            return None
+        return PipelineRecord(
+            pipeline=row.pipeline,
+            initial_frontier=_parse_stored(row.initial_frontier, f"pipeline {pipeline!r} initial frontier"),
+            capture_frontier=_parse_stored(row.capture_frontier, f"pipeline {pipeline!r} capture frontier"),
+            revision=row.revision,
+        )
+
+    def register_pipeline(self, pipeline: str, initial_frontier: GtidSet) -> PipelineRecord:
+        """Create the pipeline with its initial frontier, or return the existing record unchanged."""
+        existing = self.get_pipeline(pipeline)
+        if existing is not None:
+            return existing
+        now = _now()
+        try:
+            with self._transaction() as connection:
+                connection.execute(
+                    pipelines_table.insert().values(
+                        pipeline=pipeline,
+                        initial_frontier=str(initial_frontier),
+                        capture_frontier=str(initial_frontier),
+                        revision=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+        except sa.exc.IntegrityError:
+            pass  # registered concurrently: the first registration wins
+        record = self.get_pipeline(pipeline)
+        assert record is not None
+        return record
+
+    def advance_capture_frontier(self, pipeline: str, expected: GtidSet, new: GtidSet) -> None:
+        """Compare-and-set the capture frontier from ``expected`` to ``new`` (which must contain it)."""
+        if not expected <= new:
+            raise FrontierStoreError(
+                f"pipeline {pipeline!r}: frontiers only grow, refusing to move from {expected} to {new}"
+            )
+        with self._transaction() as connection:
+            result = connection.execute(
+                pipelines_table.update()
+                .where(pipelines_table.c.pipeline == pipeline)
+                .where(pipelines_table.c.capture_frontier == str(expected))
+                .values(capture_frontier=str(new), revision=pipelines_table.c.revision + 1, updated_at=_now())
+            )
+            if result.rowcount != 1:
+                current = connection.execute(
+                    sa.select(pipelines_table.c.capture_frontier).where(pipelines_table.c.pipeline == pipeline)
+                ).scalar()
+                if current is None:
+                    raise UnknownPipelineError(f"pipeline {pipeline!r} is not registered")
+                raise FrontierConflictError(
+                    f"pipeline {pipeline!r}: capture frontier is {current!r}, expected {str(expected)!r}; "
+                    "another capture advanced it first"
+                )
+
+    # -- windows --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _window_from_row(row: Any) -> WindowRecord:
+        what = f"pipeline {row.pipeline!r} window {row.window_id}"
+        return WindowRecord(
+            pipeline=row.pipeline,
+            window_id=row.window_id,
+            run_id=row.run_id,
+            lower=_parse_stored(row.lower, f"{what} lower"),
+            upper=None if row.upper is None else _parse_stored(row.upper, f"{what} upper"),
+            cutoff_rule=row.cutoff_rule,
+            cutoff_value=row.cutoff_value,
+            status=row.status,
+            manifest_uri=row.manifest_uri,
+            counts=json.loads(row.counts) if row.counts else {},
+        )
+
+    def window_for_run(self, pipeline: str, run_id: str) -> WindowRecord | None:
+        """The window an Airflow run owns (re-runs and clears find it again)."""
+        with self._transaction() as connection:
+            row = connection.execute(
+                sa.select(windows_table).where(windows_table.c.pipeline == pipeline, windows_table.c.run_id == run_id)
+            ).first()
+        return None if row is None else self._window_from_row(row)
+
+    def get_window(self, pipeline: str, window_id: int) -> WindowRecord | None:
+        """One window by id."""
+        with self._transaction() as connection:
+            row = connection.execute(
+                sa.select(windows_table).where(
+                    windows_table.c.pipeline == pipeline, windows_table.c.window_id == window_id
+                )
+            ).first()
+        return None if row is None else self._window_from_row(row)
+
+    def last_window(self, pipeline: str) -> WindowRecord | None:
+        """The window with the highest id."""
+        with self._transaction() as connection:
+            row = connection.execute(
+                sa.select(windows_table)
+                .where(windows_table.c.pipeline == pipeline)
+                .order_by(windows_table.c.window_id.desc())
+                .limit(1)
+            ).first()
+        return None if row is None else self._window_from_row(row)
+
+    def list_windows(self, pipeline: str) -> list[WindowRecord]:
+        """Every window of the pipeline in id order."""
+        with self._transaction() as connection:
+            rows = connection.execute(
+                sa.select(windows_table).where(windows_table.c.pipeline == pipeline).order_by(windows_table.c.window_id)
+            ).all()
+        return [self._window_from_row(row) for row in rows]
+
+    def plan_window(
+        self, pipeline: str, window_id: int, run_id: str, lower: GtidSet, cutoff_rule: str, cutoff_value: str
+    ) -> WindowRecord:
+        """Write a new window record once; a concurrent planner of the same id gets a conflict."""
+        try:
+            with self._transaction() as connection:
+                connection.execute(
+                    windows_table.insert().values(
+                        pipeline=pipeline,
+                        window_id=window_id,
+                        run_id=run_id,
+                        lower=str(lower),
+                        upper=None,
+                        cutoff_rule=cutoff_rule,
+                        cutoff_value=cutoff_value,
+                        status=WindowStatus.PLANNED,
+                        created_at=_now(),
+                    )
+                )
+        except sa.exc.IntegrityError:
+            raise FrontierConflictError(
+                f"pipeline {pipeline!r}: window {window_id} or run {run_id!r} was planned concurrently"
+            ) from None
+        record = self.get_window(pipeline, window_id)
+        assert record is not None
+        return record
+
+    def publish_window(
+        self, window: WindowRecord, upper: GtidSet, manifest_uri: str, counts: Mapping[str, Any]
+    ) -> WindowRecord:
+        """Mark a planned window published and advance the capture frontier, in one transaction."""
+        with self._transaction() as connection:
+            result = connection.execute(
+                windows_table.update()
+                .where(
+                    windows_table.c.pipeline == window.pipeline,
+                    windows_table.c.window_id == window.window_id,
+                    windows_table.c.status == WindowStatus.PLANNED,
+                )
+                .values(
+                    upper=str(upper),
+                    status=WindowStatus.PUBLISHED,
+                    manifest_uri=manifest_uri,
+                    counts=json.dumps(dict(counts), sort_keys=True),
+                    published_at=_now(),
+                )
+            )
+            if result.rowcount != 1:
+                raise FrontierConflictError(
+                    f"pipeline {window.pipeline!r}: window {window.window_id} was published concurrently"
+                )
+            advanced = connection.execute(
+                pipelines_table.update()
+                .where(
+                    pipelines_table.c.pipeline == window.pipeline,
+                    pipelines_table.c.capture_frontier == str(window.lower),
+                )
+                .values(capture_frontier=str(upper), revision=pipelines_table.c.revision + 1, updated_at=_now())
+            )
+            if advanced.rowcount != 1:
+                raise FrontierConflictError(
+                    f"pipeline {window.pipeline!r}: the capture frontier moved away from window "
+                    f"{window.window_id}'s lower bound {window.lower} while it was captured"
+                )
+        record = self.get_window(window.pipeline, window.window_id)
+        assert record is not None
+        return record
+
+    # -- table frontiers and schema history -----------------------------------------------------
+
+    def get_table_frontier(self, pipeline: str, table_name: str, kind: str) -> GtidSet | None:
+        """A per-table frontier (``kind`` e.g. ``snapshot`` or ``applied``), or None."""
+        with self._transaction() as connection:
+            text = connection.execute(
+                sa.select(table_frontiers_table.c.frontier).where(
+                    table_frontiers_table.c.pipeline == pipeline,
+                    table_frontiers_table.c.table_name == table_name,
+                    table_frontiers_table.c.kind == kind,
+                )
+            ).scalar()
+        return None if text is None else _parse_stored(text, f"{pipeline!r} {table_name} {kind} frontier")
+
+    def set_table_frontier(
+        self, pipeline: str, table_name: str, kind: str, expected: GtidSet | None, new: GtidSet
+    ) -> None:
+        """Compare-and-set one table frontier (``expected=None``: it must not exist yet)."""
+        where = (
+            table_frontiers_table.c.pipeline == pipeline,
+            table_frontiers_table.c.table_name == table_name,
+            table_frontiers_table.c.kind == kind,
+        )
+        with self._transaction() as connection:
+            if expected is None:
+                try:
+                    connection.execute(
+                        table_frontiers_table.insert().values(
+                            pipeline=pipeline,
+                            table_name=table_name,
+                            kind=kind,
+                            frontier=str(new),
+                            revision=0,
+                            updated_at=_now(),
+                        )
+                    )
+                except sa.exc.IntegrityError:
+                    raise FrontierConflictError(
+                        f"pipeline {pipeline!r}: {kind} frontier of {table_name} was created concurrently"
+                    ) from None
+                return
+            result = connection.execute(
+                table_frontiers_table.update()
+                .where(*where, table_frontiers_table.c.frontier == str(expected))
+                .values(frontier=str(new), revision=table_frontiers_table.c.revision + 1, updated_at=_now())
+            )
+            if result.rowcount != 1:
+                raise FrontierConflictError(
+                    f"pipeline {pipeline!r}: {kind} frontier of {table_name} is no longer {expected}"
+                )
+
+    def schema_version(
+        self, pipeline: str, table_name: str, fingerprint: str, columns: list[dict[str, Any]], gtid: str | None
+    ) -> int:
+        """The version number of a table schema (by fingerprint), assigning the next one on first sight."""
+        select = sa.select(schema_history_table.c.schema_version).where(
+            schema_history_table.c.pipeline == pipeline,
+            schema_history_table.c.table_name == table_name,
+            schema_history_table.c.fingerprint == fingerprint,
+        )
+        with self._transaction() as connection:
+            version = connection.execute(select).scalar()
+            if version is not None:
+                return int(version)
+            latest = connection.execute(
+                sa.select(sa.func.max(schema_history_table.c.schema_version)).where(
+                    schema_history_table.c.pipeline == pipeline, schema_history_table.c.table_name == table_name
+                )
+            ).scalar()
+            new_version = int(latest or 0) + 1
+            try:
+                connection.execute(
+                    schema_history_table.insert().values(
+                        pipeline=pipeline,
+                        table_name=table_name,
+                        schema_version=new_version,
+                        fingerprint=fingerprint,
+                        columns=json.dumps(columns, sort_keys=True),
+                        gtid=gtid,
+                        recorded_at=_now(),
+                    )
+                )
+            except sa.exc.IntegrityError:
+                raise FrontierConflictError(
+                    f"pipeline {pipeline!r}: schema of {table_name} was recorded concurrently; retry"
+                ) from None
+        return new_version
+
+    def record_ddl(self, pipeline: str, gtid: str, database: str, statement: str, window_id: int) -> None:
+        """Record a DDL statement seen in the binlog (once per GTID)."""
+        with self._transaction() as connection:
+            exists = connection.execute(
+                sa.select(ddl_history_table.c.gtid).where(
+                    ddl_history_table.c.pipeline == pipeline, ddl_history_table.c.gtid == gtid
+                )
+            ).first()
+            if exists is None:
+                connection.execute(
+                    ddl_history_table.insert().values(
+                        pipeline=pipeline,
+                        gtid=gtid,
+                        database_name=database,
+                        statement=statement,
+                        window_id=window_id,
+                        recorded_at=_now(),
+                    )
+                )
+
+    def ddl_history(self, pipeline: str) -> list[dict[str, Any]]:
+        """DDL statements recorded for the pipeline, in recording order."""
+        with self._transaction() as connection:
+            rows = connection.execute(
+                sa.select(ddl_history_table)
+                .where(ddl_history_table.c.pipeline == pipeline)
+                .order_by(ddl_history_table.c.window_id, ddl_history_table.c.recorded_at)
+            ).all()
+        return [dict(row._mapping) for row in rows]

@@ -1,0 +1,97 @@
+"""The metadata tables on a real SQLite file: windows written once, compare-and-set frontiers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.store.frontier_store import (
+    STORE_SCHEMA_VERSION,
+    FrontierConflictError,
+    FrontierStore,
+    FrontierStoreError,
+    store_version_table,
+)
+
+U = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'cdc.db'}"
+
+
+def test_pipeline_registration_is_idempotent(store_url: str) -> None:
+    store = FrontierStore.from_url(store_url)
+    first = store.register_pipeline("p", GtidSet.parse(f"{U}:1-5"))
+    again = FrontierStore.from_url(store_url).register_pipeline("p", GtidSet.parse(f"{U}:1-99"))
+    assert first == again
+    assert again.capture_frontier == GtidSet.parse(f"{U}:1-5")
+
+
+def test_frontier_compare_and_set_detects_a_lost_race(store_url: str) -> None:
+    one, two = FrontierStore.from_url(store_url), FrontierStore.from_url(store_url)
+    one.register_pipeline("p", GtidSet.parse(f"{U}:1-5"))
+    one.advance_capture_frontier("p", GtidSet.parse(f"{U}:1-5"), GtidSet.parse(f"{U}:1-7"))
+    with pytest.raises(FrontierConflictError, match="another capture advanced it first"):
+        two.advance_capture_frontier("p", GtidSet.parse(f"{U}:1-5"), GtidSet.parse(f"{U}:1-9"))
+    with pytest.raises(FrontierStoreError, match="frontiers only grow"):
+        two.advance_capture_frontier("p", GtidSet.parse(f"{U}:1-7"), GtidSet.parse(f"{U}:1-3"))
+    assert two.get_pipeline("p").capture_frontier == GtidSet.parse(f"{U}:1-7")  # type: ignore[union-attr]
+
+
+def test_window_is_written_once_and_published_once(store_url: str) -> None:
+    store = FrontierStore.from_url(store_url)
+    lower = GtidSet.parse(f"{U}:1-5")
+    store.register_pipeline("p", lower)
+    planned = store.plan_window("p", 1, "run-a", lower, "catch_up", f"{U}:1-9")
+    assert not planned.is_published
+    assert store.window_for_run("p", "run-a") == planned
+    with pytest.raises(FrontierConflictError):
+        store.plan_window("p", 1, "run-b", lower, "catch_up", f"{U}:1-9")
+    with pytest.raises(FrontierConflictError):
+        store.plan_window("p", 2, "run-a", lower, "catch_up", f"{U}:1-9")
+    published = store.publish_window(planned, GtidSet.parse(f"{U}:1-9"), "file:///m.json", {"rows": 3})
+    assert published.is_published
+    assert published.upper == GtidSet.parse(f"{U}:1-9")
+    assert published.counts == {"rows": 3}
+    assert store.get_pipeline("p").capture_frontier == GtidSet.parse(f"{U}:1-9")  # type: ignore[union-attr]
+    with pytest.raises(FrontierConflictError):
+        store.publish_window(planned, GtidSet.parse(f"{U}:1-9"), "file:///m.json", {})
+    assert [w.window_id for w in store.list_windows("p")] == [1]
+    assert store.last_window("p") == published
+
+
+def test_schema_versions_are_stable_per_fingerprint(store_url: str) -> None:
+    store = FrontierStore.from_url(store_url)
+    assert store.schema_version("p", "db.t", "aaa", [{"name": "id"}], None) == 1
+    assert store.schema_version("p", "db.t", "bbb", [{"name": "id"}, {"name": "v"}], f"{U}:7") == 2
+    assert store.schema_version("p", "db.t", "aaa", [{"name": "id"}], None) == 1
+    assert store.schema_version("p", "db.other", "bbb", [], None) == 1
+
+
+def test_table_frontier_compare_and_set(store_url: str) -> None:
+    store = FrontierStore.from_url(store_url)
+    assert store.get_table_frontier("p", "db.t", "snapshot") is None
+    store.set_table_frontier("p", "db.t", "snapshot", None, GtidSet.parse(f"{U}:1-3"))
+    with pytest.raises(FrontierConflictError):
+        store.set_table_frontier("p", "db.t", "snapshot", None, GtidSet.parse(f"{U}:1-4"))
+    store.set_table_frontier("p", "db.t", "snapshot", GtidSet.parse(f"{U}:1-3"), GtidSet.parse(f"{U}:1-4"))
+    assert store.get_table_frontier("p", "db.t", "snapshot") == GtidSet.parse(f"{U}:1-4")
+
+
+def test_newer_store_schema_is_refused_and_bad_sets_are_reported(store_url: str) -> None:
+    store = FrontierStore.from_url(store_url)
+    store.register_pipeline("p", GtidSet())
+    with store.engine.begin() as connection:
+        connection.execute(sa.text("UPDATE cdc_pipelines SET capture_frontier = 'garbage'"))
+    with pytest.raises(FrontierStoreError, match="invalid GTID set"):
+        FrontierStore.from_url(store_url).get_pipeline("p")
+    with store.engine.begin() as connection:
+        connection.execute(store_version_table.update().values(version=STORE_SCHEMA_VERSION + 1))
+    with pytest.raises(FrontierStoreError, match="newer than this provider"):
+        FrontierStore.from_url(store_url).ensure_schema()
+    assert "password" not in repr(FrontierStore.from_url("sqlite://"))
