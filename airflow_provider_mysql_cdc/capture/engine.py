@@ -368,10 +368,10 @@ def _read(
 ) -> _WindowReader:
     """One pass over the binlog from the window's lower bound until the bound is reached."""
     state = _WindowReader(request, store, window, bound, writer)
-    executed_at_start, _ = _server_state(source)
     # Transactions the window must contain before it may end: its bound (catch_up, re-read) or,
     # for data_interval, everything committed when the task started (unless the cut-off comes first).
-    needed = (bound.gtids if bound.gtids is not None else executed_at_start) - window.lower
+    must_reach = bound.gtids if bound.gtids is not None else _server_state(source)[0]
+    needed = must_reach - window.lower
     remaining = len(needed)
     if remaining == 0:
         return state  # nothing was committed past the lower bound: an empty window, no stream needed
@@ -484,7 +484,7 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
                 f"re-capturing window {window.window_id} of pipeline {request.pipeline!r} gave different "
                 "content than its published manifest; the published window is left untouched"
             )
-        uri = writer.publish(manifest)
+        writer.publish(manifest)  # the published manifest was missing or unreadable: rewrite it
         return _result(manifest, request, reused=False)
     uri = writer.publish(manifest)
     store.publish_window(window, upper, uri, {"transactions": state.transactions, **manifest.op_counts()})
