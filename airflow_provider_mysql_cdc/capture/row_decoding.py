@@ -70,7 +70,13 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
-from airflow_provider_mysql_cdc.core.types import BINARY_TYPES, INTEGER_TYPES, TEXT_TYPES, ColumnSpec
+from airflow_provider_mysql_cdc.core.types import (
+    BINARY_TYPES,
+    DECIMAL128_MAX_PRECISION,
+    INTEGER_TYPES,
+    TEXT_TYPES,
+    ColumnSpec,
+)
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 
 #: ``MYSQL_TYPE_VECTOR`` (MySQL 9), unknown to the library.
@@ -759,6 +765,11 @@ def _json_converter(value: Any) -> str:
     return mysql_json_text(value)
 
 
+def _decimal_text(value: Decimal) -> str:
+    """A DECIMAL wider than 38 digits as MySQL prints it: plain notation, every scale digit."""
+    return format(value, "f")
+
+
 def _vector_converter(value: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(value) // 4}f", value))
 
@@ -787,6 +798,8 @@ def _converter(spec: ColumnSpec) -> Callable[[Any], Any] | None:
         return lambda value: value[4:]  # MySQL's value is a 4-byte SRID, then WKB
     if kind == "vector":
         return _vector_converter
+    if kind == "decimal" and (spec.precision or 0) > DECIMAL128_MAX_PRECISION:
+        return _decimal_text
     assert kind in INTEGER_TYPES or kind in BINARY_TYPES or kind in _AS_IS_TYPES, kind
     return None
 

@@ -39,7 +39,8 @@ TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "lo
 BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 #: Temporal types with fractional seconds.
 FSP_TYPES = frozenset({"datetime", "timestamp", "time"})
-#: Largest DECIMAL precision that fits Arrow's decimal128.
+#: Largest DECIMAL precision that fits Arrow's decimal128, Spark's DecimalType and Iceberg's decimal.
+#: Wider DECIMALs are staged as their exact text (what ``CAST(col AS CHAR)`` prints).
 DECIMAL128_MAX_PRECISION = 38
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
@@ -167,7 +168,7 @@ def arrow_type(spec: ColumnSpec) -> pa.DataType:
         assert spec.precision is not None and spec.scale is not None  # checked in __post_init__
         if spec.precision <= DECIMAL128_MAX_PRECISION:
             return pa.decimal128(spec.precision, spec.scale)
-        return pa.decimal256(spec.precision, spec.scale)
+        return pa.string()  # exact text: no engine downstream (Spark 3.5, Iceberg) holds precision > 38
     if spec.mysql_type == "bit":
         return pa.bool_() if spec.bits == 1 else pa.binary()
     return _SIMPLE_TYPES[spec.mysql_type]
