@@ -2,8 +2,9 @@
 
 Files are first written under ``{pipeline}/windows/_tmp/{window_id}-{token}/`` and moved to their
 final names only at publish time, right before the manifest (itself written to a temporary name
-and moved). Memory is bounded: each table keeps at most ``row_group_rows`` rows in memory before
-they are written as a row group.
+and moved). Memory is bounded whatever the window size and the number of tables: at most
+``row_group_rows`` rows are held in memory across all open files; past that, the file holding the
+most rows writes them as a row group.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ class WindowStagingWriter:
         self.tmp_dir = f"{self.root}/{pipeline}/windows/_tmp/{window_id:08d}-{uuid.uuid4().hex[:12]}"
         self._files: dict[tuple[str, str, int], _OpenFile] = {}
         self._finished: list[StagedFile] = []
+        self._buffered_rows = 0
         self._delete_abandoned_attempts()
         try:
             self.filesystem.create_dir(self.tmp_dir, recursive=True)
@@ -150,8 +152,9 @@ class WindowStagingWriter:
         for column, value in zip(staged.columns, values, strict=True):
             column.append(value)
         staged.counter.add(op, seq)
-        if staged.buffered_rows() >= self.row_group_rows:
-            self._flush(staged)
+        self._buffered_rows += 1
+        if self._buffered_rows >= self.row_group_rows:
+            self._flush(max(self._files.values(), key=_OpenFile.buffered_rows))
 
     def _open(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> _OpenFile:
         relative = data_file_name(database, table, schema_version, 0)
@@ -170,6 +173,7 @@ class WindowStagingWriter:
             return
         arrays = [pa.array(column, type=f.type) for column, f in zip(staged.columns, staged.schema, strict=True)]
         staged.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=staged.schema))
+        self._buffered_rows -= staged.buffered_rows()
         staged.columns = [[] for _ in staged.schema]
 
     def finish(self) -> list[StagedFile]:

@@ -41,10 +41,18 @@ class WindowNotClosedError(TransientCdcError):
 
 @dataclass(frozen=True)
 class WindowCaps:
-    """Optional limits that end a window early, always on a transaction boundary (None: no limit)."""
+    """Optional limits that end a window early, always on a transaction boundary (None: no limit).
 
+    A cap is checked before each transaction: the transaction that crosses it is taken whole, so a
+    window may exceed a cap by up to one transaction, and a transaction larger than the cap forms
+    a window of its own.
+    """
+
+    #: Staged rows (a key change counts two: delete plus insert).
     max_rows: int | None = None
+    #: Bytes of the binlog row events of the selected tables.
     max_bytes: int | None = None
+    #: Transactions, staged or not (every transaction moves the frontier).
     max_transactions: int | None = None
 
     def __post_init__(self) -> None:

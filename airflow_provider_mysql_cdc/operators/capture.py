@@ -32,7 +32,7 @@ class MySqlBinlogCaptureOperator(BaseOperator):
     :param metadata_conn_id: connection of the metadata database; default: a SQLite file in AIRFLOW_HOME.
     :param initial_frontier: GTID set a brand-new pipeline starts after (default: ``@@gtid_executed``).
     :param max_rows: end the window early after this many rows (on a transaction boundary).
-    :param max_bytes: same, for approximate uncompressed bytes.
+    :param max_bytes: same, for bytes of binlog row events of the selected tables.
     :param max_transactions: same, for transactions.
     """
 
