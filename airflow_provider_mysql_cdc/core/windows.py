@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from airflow_provider_mysql_cdc.core.ddl import DdlTarget
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
 
@@ -91,6 +92,19 @@ class TableSelection:
         include_tuple = (include,) if isinstance(include, str) else tuple(include)
         exclude_tuple = (exclude,) if isinstance(exclude, str) else tuple(exclude)
         return cls(include_tuple, exclude_tuple)
+
+    def matches_database(self, database: str) -> bool:
+        """True when some include pattern can select a table of ``database``."""
+        return any(fnmatch.fnmatchcase(database, pattern.split(".", 1)[0]) for pattern in self.include)
+
+    def matches_ddl(self, targets: Sequence[DdlTarget] | None, default_database: str) -> bool:
+        """True when a DDL statement naming ``targets`` (None: unrecognized form) concerns the selection."""
+        if targets is None:
+            return self.matches_database(default_database)
+        return any(
+            self.matches(target.database, target.table) if target.table else self.matches_database(target.database)
+            for target in targets
+        )
 
     def matches(self, database: str, table: str) -> bool:
         """True when the table is selected (cached: called for every row event)."""

@@ -363,10 +363,13 @@ def test_table_selection_picks_up_new_matching_tables_and_skips_the_rest(
         "INSERT INTO sel.born_later VALUES (7, 'new')",
         "CREATE TABLE sel.audit_later (id INT PRIMARY KEY)",
         "INSERT INTO sel.audit_later VALUES (1)",
+        "CREATE TABLE sel_other.later (id INT PRIMARY KEY)",
     )
     window = pipeline.capture("selected")
     manifest = pipeline.manifest(window.window_id)
     assert sorted(f"{f.database}.{f.table}" for f in manifest.files) == ["sel.born_later", "sel.keep"]
     assert [(r["id"], r["v"]) for r in pipeline.rows(window.window_id, "sel.born_later")] == [(7, "new")]
+    # Only DDL of selected tables is kept (not the excluded table's, not another database's).
+    assert [d.statement for d in manifest.ddl] == ["CREATE TABLE sel.born_later (id INT PRIMARY KEY, v VARCHAR(5))"]
     assert window.transactions >= 7  # every transaction moves the frontier, staged or not
     assert window.upper >= executed(mysql_server)
