@@ -9,12 +9,12 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo constraints clean
+.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo bench-capture constraints clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
-	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | constraints | clean"
+	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | constraints | clean"
 
 venv: $(VENV)/.installed
 
@@ -54,6 +54,11 @@ test-unit: venv
 
 demo: venv mysql-install
 	$(PY) scripts/demo.py
+
+# Capture throughput and peak memory against python-mysql-replication alone (own MySQL instance).
+BENCH_ROWS ?= 500000
+bench-capture: venv mysql-install
+	$(PY) benchmarks/capture.py --rows $(BENCH_ROWS)
 
 # Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
 constraints:

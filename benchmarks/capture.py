@@ -1,0 +1,460 @@
+"""Capture throughput: this project's ``capture_window`` against python-mysql-replication alone.
+
+What it measures, in one run on one binlog:
+
+1. **Load.** A table ``bench.rows`` with seven mixed columns (BIGINT key, INT, VARCHAR, DECIMAL,
+   DATETIME(6), DOUBLE with NULLs, TINYINT) receives ``--rows N`` rows with deterministic values,
+   as multi-row INSERTs of 1,000 rows each (every statement its own autocommit transaction), through
+   the admin (root) account. ``@@gtid_executed`` is read just before the load: that is the frontier
+   both readers start from.
+2. **Library alone** (phase ``library``): ``pymysqlreplication.BinLogStreamReader`` with
+   ``auto_position`` = that frontier and ``only_events=[WriteRowsEvent]``, reading every row's values
+   (``for row in event.rows: row["values"]``) until all N rows were read. Replica server id 4200001.
+3. **Capture** (phase ``capture``): ``capture_window`` with ``CutoffRule.CATCH_UP``, a fresh SQLite
+   ``FrontierStore`` and staging in temporary directories, the pipeline's initial frontier = the
+   frontier above; it reads the binlog, decodes and converts every row and writes Parquet (zstd),
+   then publishes the manifest. Replica server id 4200002. Both readers use the ``cdc`` account.
+
+Each timed phase runs in its own child process (this script with the hidden ``--phase`` option,
+parameters on stdin, a JSON result as the child's last stdout line), so its peak RSS
+(``getrusage(RUSAGE_SELF).ru_maxrss`` reported by the child) belongs to that phase alone. Imports,
+the store's schema and the connection settings are prepared before the clock starts; the clock
+covers opening the stream through the last row (library) or the whole ``capture_window`` call
+(capture: planning, reading, Parquet, manifest, frontier update).
+
+The benchmark fails (exit code 1) unless both readers saw exactly N rows: the library loop counts
+rows and sums the ``id`` values; for the capture, the manifest's op counts, the Parquet files' row
+counts and the staged ``id`` values are checked.
+
+Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-capture``; see
+``scripts/local_mysql.py``)::
+
+    .venv/bin/python benchmarks/capture.py --rows 500000
+    .venv/bin/python benchmarks/capture.py --rows 100000 --profile     # plus a cProfile'd capture run
+    .venv/bin/python benchmarks/capture.py --mysql-url mysql://root:PASSWORD@127.0.0.1:3306
+
+``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped
+and re-created; the ``cdc`` account is created if missing, password from
+``MYSQL_CDC_TEST_CDC_PASSWORD``, default ``cdc-test-pw``). The server needs the settings listed in
+the README (GTIDs, ROW binlog, FULL row image and metadata).
+
+The last line printed is always::
+
+    capture rows=<n> rows_per_s=<x> library_rows_per_s=<y> ratio=<x/y> peak_rss_mb=<m>
+
+where ``peak_rss_mb`` is the capture phase's peak RSS; the library's peak RSS is on an earlier line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would).
+import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
+
+DATABASE = "bench"
+TABLE = "rows"
+ROWS_PER_STATEMENT = 1_000
+LIBRARY_SERVER_ID = 4_200_001
+CAPTURE_SERVER_ID = 4_200_002
+PROFILE_SERVER_ID = 4_200_003
+INSTANCE_NAME = "bench-capture"
+#: Server options of the local instance: a bigger buffer pool and no fsync per commit, so the load is
+#: quick; neither changes what the binlog holds.
+LOCAL_SETTINGS = {
+    "innodb_buffer_pool_size": "512M",
+    "innodb_flush_log_at_trx_commit": "2",
+    "sync_binlog": "0",
+}
+PHASE_TIMEOUT_SECONDS = 3_600
+CREATE_TABLE = f"""CREATE TABLE {DATABASE}.{TABLE} (
+    id BIGINT NOT NULL PRIMARY KEY,
+    a INT NOT NULL,
+    b VARCHAR(64) NOT NULL,
+    c DECIMAL(12,2) NOT NULL,
+    d DATETIME(6) NOT NULL,
+    e DOUBLE NULL,
+    f TINYINT NOT NULL
+)"""
+_EPOCH = dt.datetime(2024, 1, 1)
+
+
+class BenchmarkError(RuntimeError):
+    """The benchmark could not run or its results are wrong."""
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    """The server under test: an admin account for loading, the ``cdc`` account for reading."""
+
+    admin: MySqlConnectionConfig
+    cdc: MySqlConnectionConfig
+    description: str
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def execute(config: MySqlConnectionConfig, *statements: str) -> list[tuple[Any, ...]]:
+    """Run statements on one autocommit connection; return the last one's rows."""
+    rows: list[tuple[Any, ...]] = []
+    connection = pymysql.connect(**config.pymysql_kwargs(), autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+                rows = list(cursor.fetchall())
+    finally:
+        connection.close()
+    return rows
+
+
+@contextlib.contextmanager
+def local_server() -> Iterator[Server]:
+    """A fresh local MySQL instance, destroyed (stopped by PID, data deleted) on exit."""
+    local_mysql.install()
+    local_mysql.LocalMySQL(INSTANCE_NAME, port=free_port()).destroy()  # leftovers of an interrupted run
+    instance = local_mysql.LocalMySQL(INSTANCE_NAME, port=free_port(), settings=LOCAL_SETTINGS)
+    try:
+        instance.start()
+        admin = MySqlConnectionConfig(instance.host, instance.port, "root", instance.root_password)
+        cdc = MySqlConnectionConfig(instance.host, instance.port, local_mysql.CDC_USER, instance.cdc_password)
+        yield Server(admin, cdc, f"local instance {INSTANCE_NAME!r} on {instance.host}:{instance.port}")
+    finally:
+        instance.destroy()
+
+
+@contextlib.contextmanager
+def existing_server(url: str) -> Iterator[Server]:
+    """The server named by ``mysql://USER:PASSWORD@HOST:PORT`` (an admin account), with a ``cdc`` account."""
+    parts = urlsplit(url)
+    if parts.scheme != "mysql":
+        raise BenchmarkError(f"--mysql-url must look like mysql://root:PASSWORD@HOST:PORT, not {parts.scheme}://...")
+    admin = MySqlConnectionConfig(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""),
+    )
+    cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
+    execute(
+        admin,
+        f"CREATE USER IF NOT EXISTS 'cdc'@'%' IDENTIFIED BY '{cdc_password}'",
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc'@'%'",
+        f"GRANT SELECT, LOCK TABLES ON {DATABASE}.* TO 'cdc'@'%'",
+    )
+    cdc = MySqlConnectionConfig(admin.host, admin.port, local_mysql.CDC_USER, cdc_password)
+    yield Server(admin, cdc, f"existing server {admin.address}")
+
+
+# -- the load -----------------------------------------------------------------------------------
+
+
+def row_text(i: int) -> str:
+    """The SQL tuple of row ``i`` (deterministic, every column type exercised, ``e`` NULL every 10th row)."""
+    a = (i * 2_654_435_761) % 4_294_967_296 - 2_147_483_648
+    b = f"name-{i:010d}-{(i * 7_919) % 1_000_003:07d}" + "x" * (i % 32)
+    c = f"{(i * 104_729) % 10_000_000_000 // 100}.{i % 100:02d}"
+    moment = _EPOCH + dt.timedelta(seconds=i * 37, microseconds=(i * 7_919) % 1_000_000)
+    e = "NULL" if i % 10 == 0 else repr(i / 7.0 - 1_000.0)
+    f = i % 256 - 128
+    return f"({i},{a},'{b}',{c},'{moment:%Y-%m-%d %H:%M:%S.%f}',{e},{f})"
+
+
+def load(admin: MySqlConnectionConfig, rows: int) -> tuple[str, float, int]:
+    """(Re)create the table, then insert ``rows`` rows; returns (frontier before the load, seconds, statements)."""
+    execute(admin, f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}", CREATE_TABLE)
+    frontier = str(execute(admin, "SELECT @@GLOBAL.gtid_executed")[0][0] or "")
+    if not frontier:
+        raise BenchmarkError("@@gtid_executed is empty after CREATE TABLE: is gtid_mode ON?")
+    started = time.perf_counter()
+    statements = 0
+    connection = pymysql.connect(**admin.pymysql_kwargs(), autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            for first in range(1, rows + 1, ROWS_PER_STATEMENT):
+                last = min(first + ROWS_PER_STATEMENT, rows + 1)
+                values = ",".join(row_text(i) for i in range(first, last))
+                cursor.execute(f"INSERT INTO {DATABASE}.{TABLE} (id, a, b, c, d, e, f) VALUES {values}")
+                statements += 1
+    finally:
+        connection.close()
+    return frontier, time.perf_counter() - started, statements
+
+
+def binlog_megabytes(admin: MySqlConnectionConfig) -> float:
+    """Total size of the server's binlog files."""
+    return sum(int(row[1]) for row in execute(admin, "SHOW BINARY LOGS")) / 1e6
+
+
+# -- the phases (child processes) ---------------------------------------------------------------
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kilobytes
+
+
+def _cdc_config(spec: dict[str, Any]) -> MySqlConnectionConfig:
+    return MySqlConnectionConfig(spec["host"], int(spec["port"]), spec["user"], spec["password"])
+
+
+def library_phase(spec: dict[str, Any]) -> dict[str, Any]:
+    """python-mysql-replication alone: every WriteRowsEvent after the frontier, every row's values."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import WriteRowsEvent
+
+    target = int(spec["rows"])
+    settings = _cdc_config(spec).pymysql_kwargs()
+    baseline = _peak_rss_mb()
+    rows = 0
+    id_sum = 0
+    started = time.perf_counter()
+    stream = BinLogStreamReader(
+        connection_settings=settings,
+        server_id=LIBRARY_SERVER_ID,
+        blocking=False,  # ends at the end of the binlog instead of waiting (a safety net; N rows end it first)
+        auto_position=spec["frontier"],
+        only_events=[WriteRowsEvent],
+    )
+    try:
+        for event in stream:
+            for row in event.rows:
+                values = row["values"]
+                id_sum += values["id"]
+                rows += 1
+            if rows >= target:
+                break
+    finally:
+        stream.close()
+    seconds = time.perf_counter() - started
+    return {"rows": rows, "id_sum": id_sum, "seconds": seconds, "baseline_rss_mb": baseline, "peak_rss_mb": 0.0}
+
+
+def capture_phase(spec: dict[str, Any], *, profile: bool = False) -> dict[str, Any]:
+    """``capture_window`` (catch_up) from the frontier into Parquet staging; optionally under cProfile."""
+    from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
+    from airflow_provider_mysql_cdc.core.gtid import GtidSet
+    from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
+    from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
+
+    store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
+    store.ensure_schema()
+    request = CaptureRequest(
+        pipeline="bench",
+        run_id="bench-run",
+        staging_uri=spec["staging_dir"],
+        cutoff=CutoffRule.CATCH_UP,
+        tables=TableSelection.of(f"{DATABASE}.*"),
+        initial_frontier=GtidSet.parse(spec["frontier"]),
+        replica_server_id=int(spec["server_id"]),
+    )
+    config = _cdc_config(spec)
+    baseline = _peak_rss_mb()
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    started = time.perf_counter()
+    result = capture_window(request, config, store)
+    seconds = time.perf_counter() - started
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        print(f"--- cProfile of the capture phase ({seconds:.1f} s under the profiler) ---", file=sys.stderr)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(20)
+    return {
+        "rows": sum(result.op_counts.values()),
+        "op_counts": result.op_counts,
+        "transactions": result.transactions,
+        "manifest_uri": result.manifest_uri,
+        "window_id": result.window_id,
+        "seconds": seconds,
+        "baseline_rss_mb": baseline,
+        "peak_rss_mb": 0.0,
+    }
+
+
+def run_phase_child(phase: str) -> int:
+    """Child side of ``--phase``: parameters from stdin, one JSON result line on stdout."""
+    spec = json.loads(sys.stdin.read())
+    if phase == "library":
+        result = library_phase(spec)
+    elif phase == "capture":
+        result = capture_phase(spec)
+    elif phase == "capture-profile":
+        result = capture_phase(spec, profile=True)
+    else:
+        raise BenchmarkError(f"unknown phase {phase!r}")
+    result["peak_rss_mb"] = _peak_rss_mb()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def run_phase(phase: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one phase in a fresh interpreter (so its peak RSS is its own); its stderr passes through."""
+    completed = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--phase", phase],
+        input=json.dumps(spec),
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=PHASE_TIMEOUT_SECONDS,
+        check=False,
+    )
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        raise BenchmarkError(f"phase {phase!r} failed with exit code {completed.returncode}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+
+def check_staging(staging_dir: str, capture: dict[str, Any], rows: int) -> tuple[int, float]:
+    """Manifest op counts, Parquet row counts and the staged ids must all match the load."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
+    from airflow_provider_mysql_cdc.core.staging import window_dir
+
+    manifest = read_manifest(staging_dir, "bench", int(capture["window_id"]))
+    if manifest is None:
+        raise BenchmarkError(f"no manifest in {staging_dir}")
+    manifest_rows = sum(manifest.op_counts().values())
+    if manifest_rows != rows or manifest.op_counts().get("c") != rows:
+        raise BenchmarkError(f"manifest counts {manifest.op_counts()} rows, expected {rows} inserts")
+    parquet_rows = 0
+    id_sum = 0
+    parquet_bytes = 0
+    for staged in manifest.files:
+        path = Path(staging_dir) / window_dir("bench", manifest.window_id) / staged.path
+        ids = pq.read_table(path, columns=["id"]).column("id")
+        parquet_rows += len(ids)
+        id_sum += int(pc.sum(ids).as_py() or 0)
+        parquet_bytes += path.stat().st_size
+    if parquet_rows != rows or id_sum != rows * (rows + 1) // 2:
+        raise BenchmarkError(f"Parquet files hold {parquet_rows} rows (id sum {id_sum}), expected {rows}")
+    return len(manifest.files), parquet_bytes / 1e6
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+def benchmark(server: Server, rows: int, profile: bool) -> str:
+    """Load, run both phases (and the optional profiled capture), check, print the details; return the
+    summary line (printed by :func:`main` once the server is gone, so that it is the very last line)."""
+    print(f"server: {server.description}, MySQL {execute(server.admin, 'SELECT VERSION()')[0][0]}", flush=True)
+    frontier, load_seconds, statements = load(server.admin, rows)
+    print(
+        f"load rows={rows} statements={statements} seconds={load_seconds:.1f} "
+        f"rows_per_s={rows / load_seconds:.0f} binlog_mb={binlog_megabytes(server.admin):.1f} frontier={frontier}",
+        flush=True,
+    )
+    reader = {"host": server.cdc.host, "port": server.cdc.port, "user": server.cdc.user}
+    secret = {"password": server.cdc.password}
+    library = run_phase("library", {**reader, **secret, "rows": rows, "frontier": frontier})
+    expected_id_sum = rows * (rows + 1) // 2
+    if library["rows"] != rows or library["id_sum"] != expected_id_sum:
+        raise BenchmarkError(f"the library read {library['rows']} rows (id sum {library['id_sum']}), expected {rows}")
+    library_rate = rows / library["seconds"]
+    print(
+        f"library rows={library['rows']} seconds={library['seconds']:.2f} rows_per_s={library_rate:.0f} "
+        f"peak_rss_mb={library['peak_rss_mb']:.1f} (after imports: {library['baseline_rss_mb']:.1f})",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-capture-") as scratch:
+        staging_dir = str(Path(scratch) / "staging")
+        spec = {
+            **reader,
+            **secret,
+            "rows": rows,
+            "frontier": frontier,
+            "staging_dir": staging_dir,
+            "store_path": str(Path(scratch) / "frontier.db"),
+            "server_id": CAPTURE_SERVER_ID,
+        }
+        capture = run_phase("capture", spec)
+        files, parquet_mb = check_staging(staging_dir, capture, rows)
+        if capture["rows"] != rows:
+            raise BenchmarkError(f"the capture staged {capture['rows']} rows, expected {rows}")
+        if profile:
+            profiled = {
+                **spec,
+                "staging_dir": str(Path(scratch) / "staging-profile"),
+                "store_path": str(Path(scratch) / "frontier-profile.db"),
+                "server_id": PROFILE_SERVER_ID,
+            }
+            result = run_phase("capture-profile", profiled)
+            print(f"profiled capture: {result['rows']} rows in {result['seconds']:.1f} s (timings below unaffected)")
+    rate = rows / capture["seconds"]
+    print(
+        f"capture detail: transactions={capture['transactions']} staged_rows={capture['rows']} "
+        f"op_counts={capture['op_counts']} files={files} parquet_mb={parquet_mb:.1f} "
+        f"seconds={capture['seconds']:.2f} rss_after_imports_mb={capture['baseline_rss_mb']:.1f}",
+        flush=True,
+    )
+    return (
+        f"capture rows={rows} rows_per_s={rate:.0f} library_rows_per_s={library_rate:.0f} "
+        f"ratio={rate / library_rate:.3f} peak_rss_mb={capture['peak_rss_mb']:.1f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--rows", type=int, default=500_000, help="row events in the binlog (default 500000)")
+    parser.add_argument("--mysql-url", help="use this server (mysql://root:PASSWORD@HOST:PORT) instead of a local one")
+    parser.add_argument("--profile", action="store_true", help="also run a cProfile'd capture (prints to stderr)")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phase:
+        return run_phase_child(args.phase)
+    if args.rows < 1:
+        parser.error("--rows must be positive")
+    try:
+        with existing_server(args.mysql_url) if args.mysql_url else local_server() as server:
+            summary = benchmark(server, args.rows, args.profile)
+    except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    sys.stderr.flush()
+    print(summary, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
