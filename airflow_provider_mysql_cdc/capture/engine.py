@@ -36,6 +36,7 @@ from airflow_provider_mysql_cdc.capture.staging_writer import (
     verify_manifest_files,
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.ddl import ddl_targets
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
 from airflow_provider_mysql_cdc.core.staging import (
     CorruptStagingError,
@@ -55,8 +56,14 @@ from airflow_provider_mysql_cdc.core.windows import (
     WindowOrderError,
     to_epoch_us,
 )
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    PreflightFailedError,
+    TerminalCdcError,
+    TransientCdcError,
+)
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
@@ -141,11 +148,6 @@ class _TableVersion:
     info: SchemaVersionInfo
 
 
-def _approx_size(values: tuple[Any, ...]) -> int:
-    """Rough uncompressed size of a row, for the ``max_bytes`` cap and progress lines."""
-    return sum(len(value) if isinstance(value, str | bytes) else 8 for value in values)
-
-
 class _WindowReader:
     """State of one pass over the binlog for one window."""
 
@@ -175,6 +177,7 @@ class _WindowReader:
         self.versions: dict[tuple[str, str, int], _TableVersion] = {}
         self.schemas: dict[tuple[str, str, int], SchemaVersionInfo] = {}
         self.current: TransactionStart | None = None
+        self._current_gtid_text = ""
         self._last_progress = time.monotonic()
         self._started = time.monotonic()
 
@@ -217,16 +220,16 @@ class _WindowReader:
 
     def _stage(self, item: RowsEvent, version: _TableVersion, op: str, values: dict[str, Any]) -> None:
         assert self.current is not None
-        converted = version.converter.convert(values)
         seq = self._next_seq()
-        row = (*converted, op, str(self.current.gtid), seq, self.current.commit_ts_us)
+        row = (*version.converter.convert(values), op, self._current_gtid_text, seq, self.current.commit_ts_us)
         self.writer.add(item.database, item.table, version.schema_version, version.schema, row, op, seq)
         self.rows += 1
-        self.approx_bytes += _approx_size(converted)
 
     def on_rows(self, item: RowsEvent) -> None:
         """Stage the rows of one row event of a selected table."""
         version = self._table_version(item)
+        # Binlog bytes of the staged row events: what the max_bytes cap and progress lines count.
+        self.approx_bytes += int(getattr(item.event, "event_size", 0))
         for row in decoded_rows(item.event):
             if item.kind == "insert":
                 self._stage(item, version, "c", row["values"])
@@ -243,7 +246,7 @@ class _WindowReader:
                     self._stage(item, version, "u", after)
 
     def on_statement(self, item: QueryStatement) -> None:
-        """Record TRUNCATE markers and DDL of selected tables, in binlog order."""
+        """Record TRUNCATE markers and the DDL that concerns selected tables, in binlog order."""
         assert self.current is not None
         gtid = str(self.current.gtid)
         truncate = _TRUNCATE.match(item.sql)
@@ -253,13 +256,16 @@ class _WindowReader:
             if self.request.tables.matches(database, table):
                 self.truncates.append(TruncateMarker(database, table, self._next_seq(), gtid))
             return
-        if _DDL.match(item.sql):
+        if _DDL.match(item.sql) and self.request.tables.matches_ddl(
+            ddl_targets(item.sql, item.database), item.database
+        ):
             self.ddl.append(DdlStatement(item.database, item.sql.strip(), self._next_seq(), gtid))
             self.store.record_ddl(self.request.pipeline, gtid, item.database, item.sql.strip(), self.window.window_id)
 
     def start_transaction(self, item: TransactionStart) -> None:
         """A transaction of the window begins."""
         self.current = item
+        self._current_gtid_text = str(item.gtid)
         if self.first_commit_ts_us is None:
             self.first_commit_ts_us = item.commit_ts_us
 
@@ -289,7 +295,7 @@ class _WindowReader:
         if force or now - self._last_progress >= PROGRESS_EVERY_SECONDS:
             elapsed = max(now - self._started, 1e-6)
             log.info(
-                "window %s: %s rows (%.0f rows/s), %s transactions, ~%.1f MB, last GTID %s",
+                "window %s: %s rows (%.0f rows/s), %s transactions, %.1f MB of row events, last GTID %s",
                 self.window.window_id,
                 self.rows,
                 self.rows / elapsed,
@@ -423,8 +429,17 @@ def _read(
     return state
 
 
+def _check_server_settings(source: MySqlConnectionConfig) -> None:
+    """Refuse to capture from a server whose binlog/GTID settings or replication grants do not fit CDC
+    (the preflight's server checks, one connection); the error's message is the preflight report."""
+    report = run_preflight(source)
+    if not report.ok:
+        raise PreflightFailedError(report.format())
+
+
 def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store: FrontierStore) -> CaptureResult:
     """Capture (or re-capture) the request's window and publish it; see the module docstring."""
+    _check_server_settings(source)
     window = _plan(request, store, source)
     bound = _bound(window, source)
     published = None
@@ -441,7 +456,13 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
     except BinlogPurgedError:
         writer.discard()
         if published is not None:
-            verify_manifest_files(request.staging_uri, published)
+            try:
+                verify_manifest_files(request.staging_uri, published)
+            except CorruptStagingError as exc:
+                raise BinlogPurgedError(
+                    f"{exc}. The window's binlog is purged too, so re-running cannot rewrite it: re-snapshot "
+                    "the affected tables"
+                ) from None
             log.warning("binlog of window %s is purged; its published staging is reused", window.window_id)
             return _result(published, request, reused=True)
         raise
@@ -484,7 +505,7 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
                 f"re-capturing window {window.window_id} of pipeline {request.pipeline!r} gave different "
                 "content than its published manifest; the published window is left untouched"
             )
-        writer.publish(manifest)  # the published manifest was missing or unreadable: rewrite it
+        writer.publish(manifest)  # the published manifest or one of its files was missing or damaged: rewrite
         return _result(manifest, request, reused=False)
     uri = writer.publish(manifest)
     store.publish_window(window, upper, uri, {"transactions": state.transactions, **manifest.op_counts()})

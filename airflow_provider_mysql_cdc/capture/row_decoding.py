@@ -10,7 +10,7 @@ Three steps, each for one reason:
   library's per-value reading routine for the duration of the call, so no other user of the library
   sees a change.
 * :class:`RowConverter` turns one decoded row dict into the staged values, in column order, then
-  the ``_cdc_invalid_values`` map (see ``docs/type_map.md``).
+  the ``_cdc_invalid_values`` map (see the README's "Type map").
 
 Library bugs found (1.0.17 against MySQL 9.7), each reproduced, and how they are handled:
 

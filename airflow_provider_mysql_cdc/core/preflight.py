@@ -26,6 +26,7 @@ CHECKED_VARIABLES = (
     "binlog_row_image",
     "binlog_row_metadata",
     "binlog_expire_logs_seconds",
+    "binlog_row_value_options",
     "server_id",
 )
 
@@ -294,6 +295,22 @@ def select_tables(patterns: Sequence[str], visible: Iterable[TableName]) -> tupl
     return sorted(selected, key=str), unmatched
 
 
+def _row_value_options_findings(variables: Mapping[str, str | None]) -> list[PreflightFinding]:
+    """``binlog_row_value_options`` must be empty: PARTIAL_JSON logs JSON updates as diffs."""
+    value = (variables.get("binlog_row_value_options") or "").strip()
+    if not value:
+        return []
+    problem = (
+        f"binlog_row_value_options is {value!r}; it must be empty ('PARTIAL_JSON' logs partial JSON "
+        "updates, which capture cannot apply to a row)"
+    )
+    return [
+        PreflightFinding(
+            "binlog_row_value_options", Severity.ERROR, problem, "SET PERSIST binlog_row_value_options = '';"
+        )
+    ]
+
+
 def evaluate(
     facts: ServerFacts,
     table_patterns: Sequence[str] = (),
@@ -351,6 +368,7 @@ def evaluate(
                 else "column names would arrive as UNKNOWN_COLn"
             )
             error(name, f"{name} is {value}; it must be FULL ({why})", f"SET PERSIST {name} = 'FULL';")
+    findings.extend(_row_value_options_findings(variables))
     expire = variables.get("binlog_expire_logs_seconds")
     if expire is not None and expire.strip().isdigit():
         seconds = int(expire)

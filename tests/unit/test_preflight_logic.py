@@ -108,6 +108,18 @@ def test_expiry_zero_means_never_and_is_fine() -> None:
     assert evaluate(facts({"binlog_expire_logs_seconds": "0"})).findings == ()
 
 
+def test_partial_json_row_values_are_an_error_with_their_fix() -> None:
+    report = evaluate(facts({"binlog_row_value_options": "PARTIAL_JSON"}))
+    (finding,) = report.findings
+    assert finding.check == "binlog_row_value_options"
+    assert finding.severity is Severity.ERROR
+    assert "'PARTIAL_JSON'" in finding.problem
+    assert finding.fix == "SET PERSIST binlog_row_value_options = '';"
+    assert not report.ok
+    assert evaluate(facts({"binlog_row_value_options": ""})).findings == ()
+    assert evaluate(facts({"binlog_row_value_options": None})).findings == ()  # servers without the variable
+
+
 def test_missing_privileges_name_the_grant() -> None:
     report = evaluate(facts(grants=["GRANT USAGE ON *.* TO `cdc`@`%`"]), ["shop.orders"])
     fixes = [f.fix for f in report.findings]
