@@ -1,4 +1,4 @@
-"""The metadata tables: pipelines, windows, table frontiers and schema history (SQLAlchemy Core).
+"""The metadata tables: pipelines, windows, snapshot chunks, table frontiers and schema history (SQLAlchemy Core).
 
 They are the source of truth between runs; XComs only carry copies of small facts. Any SQLAlchemy
 URL works (SQLite for the embedded demo, PostgreSQL or MySQL in production). The schema is created
@@ -23,7 +23,8 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError, TransientCdcError
 
 #: Version of the tables below; bump with a migration in :meth:`FrontierStore.ensure_schema`.
-STORE_SCHEMA_VERSION = 1
+#: 2: ``cdc_snapshot_chunks`` (created on first use by an older store; no existing table changes).
+STORE_SCHEMA_VERSION = 2
 
 metadata = sa.MetaData()
 
@@ -101,6 +102,23 @@ ddl_history_table = sa.Table(
 )
 
 
+snapshot_chunks_table = sa.Table(
+    "cdc_snapshot_chunks",
+    metadata,
+    sa.Column("pipeline", sa.String(200), primary_key=True),
+    sa.Column("snapshot_id", sa.String(200), primary_key=True),
+    sa.Column("table_name", sa.String(400), primary_key=True),
+    sa.Column("chunk_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("chunk", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("frontier", sa.Text, nullable=True),
+    sa.Column("manifest_uri", sa.Text, nullable=True),
+    sa.Column("rows", sa.BigInteger, nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+)
+
+
 class FrontierStoreError(TerminalCdcError):
     """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
 
@@ -111,6 +129,27 @@ class FrontierConflictError(TransientCdcError):
 
 class UnknownPipelineError(TerminalCdcError):
     """Raised when a pipeline is used before it was registered with an initial frontier."""
+
+
+@dataclass(frozen=True)
+class SnapshotChunkRecord:
+    """One snapshot chunk: planned once, finished once (with its GTID frontier) and never redone."""
+
+    pipeline: str
+    snapshot_id: str
+    table_name: str
+    chunk_no: int
+    #: The chunk's JSON description (database, table, key columns, key range).
+    chunk: str
+    status: str
+    frontier: GtidSet | None = None
+    manifest_uri: str | None = None
+    rows: int | None = None
+
+    @property
+    def is_finished(self) -> bool:
+        """True once the chunk's rows and manifest are published and its frontier is recorded."""
+        return self.status == WindowStatus.PUBLISHED
 
 
 class WindowStatus:
@@ -194,6 +233,10 @@ class FrontierStore:
                 raise FrontierStoreError(
                     f"the metadata tables are at version {max(versions)}, newer than this provider "
                     f"understands ({STORE_SCHEMA_VERSION}); upgrade airflow-provider-mysql-cdc"
+                )
+            elif max(versions) < STORE_SCHEMA_VERSION:  # new tables only: create_all added them
+                connection.execute(
+                    store_version_table.insert().values(version=STORE_SCHEMA_VERSION, installed_at=_now())
                 )
         self._schema_checked = True
 
@@ -388,6 +431,100 @@ class FrontierStore:
         record = self.get_window(window.pipeline, window.window_id)
         assert record is not None
         return record
+
+    # -- snapshot chunks ------------------------------------------------------------------------
+
+    @staticmethod
+    def _chunk_from_row(row: Any) -> SnapshotChunkRecord:
+        where = f"pipeline {row.pipeline!r} snapshot {row.snapshot_id!r} {row.table_name} chunk {row.chunk_no}"
+        return SnapshotChunkRecord(
+            pipeline=row.pipeline,
+            snapshot_id=row.snapshot_id,
+            table_name=row.table_name,
+            chunk_no=row.chunk_no,
+            chunk=row.chunk,
+            status=row.status,
+            frontier=None if row.frontier is None else _parse_stored(row.frontier, where),
+            manifest_uri=row.manifest_uri,
+            rows=row.rows,
+        )
+
+    def _chunk_where(self, pipeline: str, snapshot_id: str, table_name: str, chunk_no: int) -> tuple[Any, ...]:
+        columns = snapshot_chunks_table.c
+        return (
+            columns.pipeline == pipeline,
+            columns.snapshot_id == snapshot_id,
+            columns.table_name == table_name,
+            columns.chunk_no == chunk_no,
+        )
+
+    def plan_snapshot_chunk(
+        self, pipeline: str, snapshot_id: str, table_name: str, chunk_no: int, chunk: str
+    ) -> SnapshotChunkRecord:
+        """Record a chunk once; a later call returns the existing record (its description must match)."""
+        where = self._chunk_where(pipeline, snapshot_id, table_name, chunk_no)
+        with self._transaction() as connection:
+            row = connection.execute(sa.select(snapshot_chunks_table).where(*where)).first()
+            if row is None:
+                try:
+                    connection.execute(
+                        snapshot_chunks_table.insert().values(
+                            pipeline=pipeline,
+                            snapshot_id=snapshot_id,
+                            table_name=table_name,
+                            chunk_no=chunk_no,
+                            chunk=chunk,
+                            status=WindowStatus.PLANNED,
+                            created_at=_now(),
+                        )
+                    )
+                except sa.exc.IntegrityError:
+                    raise FrontierConflictError(
+                        f"pipeline {pipeline!r}: chunk {chunk_no} of {table_name} was planned concurrently; retry"
+                    ) from None
+                row = connection.execute(sa.select(snapshot_chunks_table).where(*where)).one()
+        record = self._chunk_from_row(row)
+        if record.chunk != chunk:
+            raise FrontierStoreError(
+                f"pipeline {pipeline!r} snapshot {snapshot_id!r}: chunk {chunk_no} of {table_name} was planned as "
+                f"{record.chunk}, now requested as {chunk}; start a new snapshot id to re-plan"
+            )
+        return record
+
+    def finish_snapshot_chunk(
+        self, record: SnapshotChunkRecord, frontier: GtidSet, manifest_uri: str, rows: int
+    ) -> SnapshotChunkRecord:
+        """Mark a planned chunk finished with its frontier (compare-and-set on the planned status)."""
+        where = self._chunk_where(record.pipeline, record.snapshot_id, record.table_name, record.chunk_no)
+        with self._transaction() as connection:
+            result = connection.execute(
+                snapshot_chunks_table.update()
+                .where(*where, snapshot_chunks_table.c.status == WindowStatus.PLANNED)
+                .values(
+                    status=WindowStatus.PUBLISHED,
+                    frontier=str(frontier),
+                    manifest_uri=manifest_uri,
+                    rows=rows,
+                    finished_at=_now(),
+                )
+            )
+            if result.rowcount != 1:
+                raise FrontierConflictError(
+                    f"pipeline {record.pipeline!r}: chunk {record.chunk_no} of {record.table_name} was finished "
+                    "by another attempt first"
+                )
+            row = connection.execute(sa.select(snapshot_chunks_table).where(*where)).one()
+        return self._chunk_from_row(row)
+
+    def snapshot_chunks(self, pipeline: str, table_name: str | None = None) -> list[SnapshotChunkRecord]:
+        """Every chunk of the pipeline's snapshots (optionally of one table), in planning order."""
+        columns = snapshot_chunks_table.c
+        select = sa.select(snapshot_chunks_table).where(columns.pipeline == pipeline)
+        if table_name is not None:
+            select = select.where(columns.table_name == table_name)
+        with self._transaction() as connection:
+            rows = connection.execute(select.order_by(columns.snapshot_id, columns.table_name, columns.chunk_no)).all()
+        return [self._chunk_from_row(row) for row in rows]
 
     # -- table frontiers and schema history -----------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,33 @@ def test_newer_store_schema_is_refused_and_bad_sets_are_reported(store_url: str)
     with pytest.raises(FrontierStoreError, match="newer than this provider"):
         FrontierStore.from_url(store_url).ensure_schema()
     assert "password" not in repr(FrontierStore.from_url("sqlite://"))
+
+
+def test_snapshot_chunks_are_planned_once_and_finished_once(store_url: str) -> None:
+    store = FrontierStore.from_url(store_url)
+    planned = store.plan_snapshot_chunk("p", "s1", "db.t", 0, '{"range": [null, 100]}')
+    assert not planned.is_finished
+    assert store.plan_snapshot_chunk("p", "s1", "db.t", 0, '{"range": [null, 100]}') == planned
+    with pytest.raises(FrontierStoreError, match="start a new snapshot id to re-plan"):
+        store.plan_snapshot_chunk("p", "s1", "db.t", 0, '{"range": [null, 50]}')
+    finished = store.finish_snapshot_chunk(planned, GtidSet.parse(f"{U}:1-9"), "file:///m.json", 42)
+    assert finished.is_finished
+    assert (finished.frontier, finished.rows) == (GtidSet.parse(f"{U}:1-9"), 42)
+    with pytest.raises(FrontierConflictError, match="finished by another attempt first"):
+        FrontierStore.from_url(store_url).finish_snapshot_chunk(planned, GtidSet.parse(f"{U}:1-10"), "x", 1)
+    store.plan_snapshot_chunk("p", "s1", "db.t", 1, '{"range": [100, null]}')
+    assert [c.chunk_no for c in store.snapshot_chunks("p", "db.t")] == [0, 1]
+    assert store.snapshot_chunks("p", "db.other") == []
+
+
+def test_a_version_1_store_gains_the_snapshot_chunks_table(store_url: str) -> None:
+    engine = sa.create_engine(store_url)
+    old_tables = [table for name, table in store_version_table.metadata.tables.items() if name != "cdc_snapshot_chunks"]
+    store_version_table.metadata.create_all(engine, tables=old_tables)
+    with engine.begin() as connection:
+        connection.execute(store_version_table.insert().values(version=1, installed_at=datetime.now(UTC)))
+    store = FrontierStore.from_url(store_url)
+    store.plan_snapshot_chunk("p", "s1", "db.t", 0, "{}")
+    with engine.begin() as connection:
+        versions = sorted(row.version for row in connection.execute(sa.select(store_version_table.c.version)))
+    assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 2
