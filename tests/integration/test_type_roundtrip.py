@@ -415,8 +415,10 @@ def _snapshot(server: MySqlTestServer, case: Case) -> dict[int, dict[str, Expect
     return snapshot
 
 
-def _binlog_events(server: MySqlTestServer, table: str, start: tuple[str, int]) -> Iterator[Any]:
-    """The row events of ``table`` written after ``start``, read with the library directly."""
+def _binlog_events(
+    server: MySqlTestServer, table: str, start: tuple[str, int], database: str = DATABASE
+) -> Iterator[Any]:
+    """The row events of ``database.table`` written after ``start``, read with the library directly."""
     reader = BinLogStreamReader(
         connection_settings=server.cdc.pymysql_kwargs(),
         server_id=next(_server_ids),
@@ -425,7 +427,7 @@ def _binlog_events(server: MySqlTestServer, table: str, start: tuple[str, int]) 
         log_file=start[0],
         log_pos=start[1],
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=[DATABASE],
+        only_schemas=[database],
         only_tables=[table],
     )
     try:
@@ -443,21 +445,42 @@ def _images(event: Any, row: dict[str, Any]) -> list[tuple[str, str, dict[str, A
     return [("d", "s2", row["values"])]
 
 
-def roundtrip(server: MySqlTestServer, case: Case, tmp_path: Path) -> tuple[Staged, dict[str, dict[int, Any]]]:
-    table = f"`{DATABASE}`.`{case.name}`"
-    columns = ", ".join(f"`{col.name}` {col.ddl}" for col in case.columns)
+def _name(col: Col) -> str:
+    """The column name as it goes between backquotes."""
+    return col.name.replace("`", "``")
+
+
+def create_table(server: MySqlTestServer, case: Case, database: str = DATABASE) -> str:
+    """(Re)create the case's table in ``database``; return its quoted name."""
+    table = f"`{database}`.`{case.name}`"
+    columns = ", ".join(f"`{_name(col)}` {col.ddl}" for col in case.columns)
     server.execute(
-        f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`",
+        f"CREATE DATABASE IF NOT EXISTS `{database}`",
         f"DROP TABLE IF EXISTS {table}",
         f"CREATE TABLE {table} (id INT PRIMARY KEY, {columns})",
     )
-    start = _binlog_position(server)
-    session = (f"SET sql_mode = '{case.sql_mode}'", f"SET time_zone = '{case.write_time_zone}'")
-    names = ", ".join(f"`{col.name}`" for col in case.columns)
+    return table
+
+
+def write_session(case: Case) -> tuple[str, str]:
+    """The session settings the case's writes run under."""
+    return (f"SET sql_mode = '{case.sql_mode}'", f"SET time_zone = '{case.write_time_zone}'")
+
+
+def insert_rows(server: MySqlTestServer, case: Case, table: str) -> None:
+    """Insert the case's rows (ids 1..n) under :func:`write_session`."""
+    names = ", ".join(f"`{_name(col)}`" for col in case.columns)
     server.execute(
-        *session,
+        *write_session(case),
         *(f"INSERT INTO {table} (id, {names}) VALUES ({i}, {values})" for i, values in enumerate(case.rows, 1)),
     )
+
+
+def roundtrip(server: MySqlTestServer, case: Case, tmp_path: Path) -> tuple[Staged, dict[str, dict[int, Any]]]:
+    table = create_table(server, case)
+    start = _binlog_position(server)
+    session = write_session(case)
+    insert_rows(server, case, table)
     snapshots = {"s1": _snapshot(server, case)}
     server.execute(*session, *(f"UPDATE {table} SET {sets} WHERE id = {i}" for i, sets in case.updates))
     snapshots["s2"] = _snapshot(server, case)

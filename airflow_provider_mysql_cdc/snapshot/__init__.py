@@ -1,0 +1,1 @@
+"""Consistent snapshots of MySQL tables, staged like binlog windows (rows with ``_cdc_op = 'r'``)."""
