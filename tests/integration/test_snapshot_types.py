@@ -14,7 +14,6 @@ created and its rows inserted; then
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,9 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema, schema_fingerprint
-from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.snapshot.row_reading import (
     SNAPSHOT_SESSION_STATEMENTS,
@@ -37,7 +33,6 @@ from airflow_provider_mysql_cdc.snapshot.row_reading import (
     quote_identifier,
     select_expressions,
 )
-from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.integration.test_type_roundtrip import (
     CASES,
     STRINGS,
@@ -48,6 +43,7 @@ from tests.integration.test_type_roundtrip import (
     _binlog_events,
     _binlog_position,
     _version,
+    captured_rows,
     create_table,
     insert_rows,
 )
@@ -56,7 +52,6 @@ from tests.mysql_servers import MySqlTestServer
 pytestmark = pytest.mark.mysql
 
 DATABASE = "snapshot_types"
-_server_ids = itertools.count(7701)
 
 #: Tables beyond the type round trip's cases: keys, names and character sets the specs must get right.
 KEYS_AND_NAMES = Case(
@@ -103,29 +98,8 @@ def _as_information_schema_shows(spec: ColumnSpec) -> ColumnSpec:
 
 
 def _capture(server: MySqlTestServer, case: Case, before: GtidSet, tmp_path: Path) -> list[dict[str, Any]]:
-    """The rows ``capture_window`` stages for everything written since ``before``, in binlog order."""
-    staging = tmp_path / "staging"
-    result = capture_window(
-        CaptureRequest(
-            pipeline=f"snapshot-types-{case.name}",
-            run_id="snapshot-types",
-            staging_uri=str(staging),
-            cutoff=CutoffRule.CATCH_UP,
-            tables=TableSelection.of(f"{DATABASE}.{case.name}"),
-            initial_frontier=before,
-            replica_server_id=next(_server_ids),
-        ),
-        server.cdc,
-        FrontierStore.from_url(f"sqlite:///{tmp_path / 'meta.db'}"),
-    )
-    manifest = read_manifest(str(staging), result.pipeline, result.window_id)
-    assert manifest is not None
-    captured: list[dict[str, Any]] = []
-    for staged_file in manifest.files:
-        window = staging / result.pipeline / "windows" / f"{result.window_id:08d}"
-        captured += pq.read_table(window / staged_file.path).to_pylist()
-    captured.sort(key=lambda row: row["_cdc_seq"])
-    return captured
+    """The rows ``capture_window`` stages for everything written to the case's table since ``before``."""
+    return captured_rows(server, DATABASE, case.name, before, tmp_path)
 
 
 def snapshot(

@@ -539,6 +539,33 @@ def test_every_staged_value_equals_select(mysql_server: MySqlTestServer, case: C
     assert not mismatches, "\n".join(map(repr, mismatches))
 
 
+def captured_rows(
+    server: MySqlTestServer, database: str, table: str, before: GtidSet, tmp_path: Path
+) -> list[dict[str, Any]]:
+    """The rows ``capture_window`` stages for ``database.table`` since ``before``, in binlog order."""
+    staging = tmp_path / "staging"
+    result = capture_window(
+        CaptureRequest(
+            pipeline=f"types-{database}-{table}",
+            run_id="types",
+            staging_uri=str(staging),
+            cutoff=CutoffRule.CATCH_UP,
+            tables=TableSelection.of(f"{database}.{table}"),
+            initial_frontier=before,
+            replica_server_id=next(_server_ids),
+        ),
+        server.cdc,
+        FrontierStore.from_url(f"sqlite:///{tmp_path / 'meta.db'}"),
+    )
+    manifest = read_manifest(str(staging), result.pipeline, result.window_id)
+    assert manifest is not None
+    window = staging / result.pipeline / "windows" / f"{result.window_id:08d}"
+    captured: list[dict[str, Any]] = []
+    for staged_file in manifest.files:
+        captured += pq.read_table(window / staged_file.path).to_pylist()
+    return sorted(captured, key=lambda row: row["_cdc_seq"])
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_the_capture_engine_stages_the_values_checked_above(
     mysql_server: MySqlTestServer, case: Case, tmp_path: Path
@@ -549,27 +576,7 @@ def test_the_capture_engine_stages_the_values_checked_above(
         pytest.skip("VECTOR needs MySQL 9")
     before = GtidSet.parse(str(mysql_server.execute("SELECT @@GLOBAL.gtid_executed")[0][0]))
     direct, _ = roundtrip(mysql_server, case, tmp_path)
-    staging = tmp_path / "staging"
-    result = capture_window(
-        CaptureRequest(
-            pipeline=f"types-{case.name}",
-            run_id="types",
-            staging_uri=str(staging),
-            cutoff=CutoffRule.CATCH_UP,
-            tables=TableSelection.of(f"{DATABASE}.{case.name}"),
-            initial_frontier=before,
-            replica_server_id=next(_server_ids),
-        ),
-        mysql_server.cdc,
-        FrontierStore.from_url(f"sqlite:///{tmp_path / 'meta.db'}"),
-    )
-    manifest = read_manifest(str(staging), result.pipeline, result.window_id)
-    assert manifest is not None
-    captured: list[dict[str, Any]] = []
-    for staged_file in manifest.files:
-        window = staging / result.pipeline / "windows" / f"{result.window_id:08d}"
-        captured += pq.read_table(window / staged_file.path).to_pylist()
-    captured.sort(key=lambda row: row["_cdc_seq"])
+    captured = captured_rows(mysql_server, DATABASE, case.name, before, tmp_path)
     expected = [
         row
         for row, (phase, _) in zip(direct.rows, direct.expected, strict=True)
