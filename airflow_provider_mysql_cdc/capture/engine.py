@@ -202,7 +202,7 @@ class _WindowReader:
             table_name,
             fingerprint,
             columns,
-            str(self.current.gtid) if self.current else None,
+            self._current_gtid_text or None,
         )
         primary_key = tuple(spec.name for spec in specs if spec.primary_key)
         info = SchemaVersionInfo(item.database, item.table, number, fingerprint, tuple(columns), primary_key)
@@ -248,7 +248,7 @@ class _WindowReader:
     def on_statement(self, item: QueryStatement) -> None:
         """Record TRUNCATE markers and the DDL that concerns selected tables, in binlog order."""
         assert self.current is not None
-        gtid = str(self.current.gtid)
+        gtid = self._current_gtid_text
         truncate = _TRUNCATE.match(item.sql)
         if truncate:
             database = truncate.group("db") or item.database
@@ -276,6 +276,7 @@ class _WindowReader:
         self.transactions += 1
         self.last_commit_ts_us = self.current.commit_ts_us
         self.current = None
+        self._current_gtid_text = ""
         if len(self._seen_gtids) >= 10_000:
             self._fold_seen()
         self.log_progress()

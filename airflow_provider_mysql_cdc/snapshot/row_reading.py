@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pymysqlreplication.row_event import find_charset
 
 from airflow_provider_mysql_cdc.capture.row_decoding import InvalidValue, _charset_of, _converter, _text_decoder
+from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.types import (
     BINARY_TYPES,
     DECIMAL128_MAX_PRECISION,
@@ -107,11 +108,6 @@ _VECTOR_DIMENSIONS = re.compile(r"\((\d+)\)")
 
 def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes | bytearray) else str(value)
-
-
-def quote_identifier(name: str) -> str:
-    """A MySQL identifier in backquotes (a backquote inside is doubled)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _labels(column_type: str) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
+from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema, schema_fingerprint
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
@@ -30,7 +31,6 @@ from airflow_provider_mysql_cdc.snapshot.row_reading import (
     SNAPSHOT_SESSION_STATEMENTS,
     SnapshotRowConverter,
     column_specs_from_information_schema,
-    quote_identifier,
     select_expressions,
 )
 from tests.integration.test_type_roundtrip import (
