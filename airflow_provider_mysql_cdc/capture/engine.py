@@ -28,6 +28,7 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     TransactionCommit,
     TransactionStart,
 )
+from airflow_provider_mysql_cdc.capture.handoff import HandoffRules, TableHandoff, load_handoffs
 from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
 from airflow_provider_mysql_cdc.capture.staging_writer import (
     WindowStagingWriter,
@@ -158,14 +159,18 @@ class _WindowReader:
         window: WindowRecord,
         bound: WindowBound,
         writer: WindowStagingWriter,
+        handoffs: HandoffRules,
     ) -> None:
         self.request = request
         self.store = store
         self.window = window
         self.bound = bound
         self.writer = writer
+        self.handoffs = handoffs
+        self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
         self.position = 0
         self.rows = 0
+        self.skipped_rows = 0
         self.approx_bytes = 0
         self.transactions = 0
         self.seen = GtidSet()
@@ -218,32 +223,75 @@ class _WindowReader:
         self.schemas[(item.database, item.table, number)] = info
         return version
 
-    def _stage(self, item: RowsEvent, version: _TableVersion, op: str, values: dict[str, Any]) -> None:
+    def _stage(self, item: RowsEvent, version: _TableVersion, op: str, converted: tuple[Any, ...]) -> None:
         assert self.current is not None
         seq = self._next_seq()
-        row = (*version.converter.convert(values), op, self._current_gtid_text, seq, self.current.commit_ts_us)
+        row = (*converted, op, self._current_gtid_text, seq, self.current.commit_ts_us)
         self.writer.add(item.database, item.table, version.schema_version, version.schema, row, op, seq)
         self.rows += 1
 
+    def _key_positions(self, version: _TableVersion, handoff: TableHandoff) -> tuple[int, ...]:
+        """Positions of the snapshot's key columns in this table version."""
+        cache_key = (handoff.database, handoff.table, version.schema_version)
+        positions = self._handoff_positions.get(cache_key)
+        if positions is None:
+            names = [spec.name for spec in version.specs]
+            missing = [column for column in handoff.key_columns if column not in names]
+            if missing:
+                raise TerminalCdcError(
+                    f"{handoff.database}.{handoff.table}: snapshot {handoff.snapshot_id} was keyed on {missing}, "
+                    "which the table no longer has while the hand-off still applies; re-snapshot the table"
+                )
+            positions = tuple(names.index(column) for column in handoff.key_columns)
+            self._handoff_positions[cache_key] = positions
+        return positions
+
     def on_rows(self, item: RowsEvent) -> None:
-        """Stage the rows of one row event of a selected table."""
+        """Stage the rows of one row event of a selected table (minus what a snapshot already holds)."""
+        assert self.current is not None
         version = self._table_version(item)
         # Binlog bytes of the staged row events: what the max_bytes cap and progress lines count.
         self.approx_bytes += int(getattr(item.event, "event_size", 0))
-        for row in decoded_rows(item.event):
+        handoff = self.handoffs.get(item.database, item.table) if self.handoffs else None
+        decision = False if handoff is None else handoff.by_gtid(self.current.gtid)
+        rows = decoded_rows(item.event)
+        if decision is True:  # every chunk's snapshot already holds this transaction
+            self.skipped_rows += len(rows) * (2 if item.kind == "update" else 1)
+            return
+        key_at = self._key_positions(version, handoff) if handoff is not None and decision is None else None
+        convert = version.converter.convert
+        for row in rows:
             if item.kind == "insert":
-                self._stage(item, version, "c", row["values"])
+                self._stage_unless_snapshotted(item, version, "c", convert(row["values"]), handoff, key_at)
             elif item.kind == "delete":
-                self._stage(item, version, "d", row["values"])
+                self._stage_unless_snapshotted(item, version, "d", convert(row["values"]), handoff, key_at)
             else:
-                before, after = row["before_values"], row["after_values"]
-                key_before = tuple(before.get(version.specs[i].name) for i in version.primary_key_positions)
-                key_after = tuple(after.get(version.specs[i].name) for i in version.primary_key_positions)
-                if version.primary_key_positions and key_before != key_after:
-                    self._stage(item, version, "d", before)
-                    self._stage(item, version, "c", after)
+                before, after = convert(row["before_values"]), convert(row["after_values"])
+                moved = any(before[i] != after[i] for i in version.primary_key_positions)
+                if key_at is not None:
+                    moved = moved or any(before[i] != after[i] for i in key_at)
+                if moved:
+                    self._stage_unless_snapshotted(item, version, "d", before, handoff, key_at)
+                    self._stage_unless_snapshotted(item, version, "c", after, handoff, key_at)
                 else:
-                    self._stage(item, version, "u", after)
+                    self._stage_unless_snapshotted(item, version, "u", after, handoff, key_at)
+
+    def _stage_unless_snapshotted(
+        self,
+        item: RowsEvent,
+        version: _TableVersion,
+        op: str,
+        converted: tuple[Any, ...],
+        handoff: TableHandoff | None,
+        key_at: tuple[int, ...] | None,
+    ) -> None:
+        assert self.current is not None
+        if handoff is not None and key_at is not None:
+            key = tuple(converted[i] for i in key_at)
+            if self.handoffs.skips(handoff, self.current.gtid, key):
+                self.skipped_rows += 1
+                return
+        self._stage(item, version, op, converted)
 
     def on_statement(self, item: QueryStatement) -> None:
         """Record TRUNCATE markers and the DDL that concerns selected tables, in binlog order."""
@@ -296,10 +344,12 @@ class _WindowReader:
         if force or now - self._last_progress >= PROGRESS_EVERY_SECONDS:
             elapsed = max(now - self._started, 1e-6)
             log.info(
-                "window %s: %s rows (%.0f rows/s), %s transactions, %.1f MB of row events, last GTID %s",
+                "window %s: %s rows (%.0f rows/s), %s rows already in snapshots, %s transactions, "
+                "%.1f MB of row events, last GTID %s",
                 self.window.window_id,
                 self.rows,
                 self.rows / elapsed,
+                self.skipped_rows,
                 self.transactions,
                 self.approx_bytes / 1e6,
                 self._seen_gtids[-1] if self._seen_gtids else "-",
@@ -374,7 +424,8 @@ def _read(
     clock: Callable[[], float] = time.monotonic,
 ) -> _WindowReader:
     """One pass over the binlog from the window's lower bound until the bound is reached."""
-    state = _WindowReader(request, store, window, bound, writer)
+    handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
+    state = _WindowReader(request, store, window, bound, writer, handoffs)
     # Transactions the window must contain before it may end: its bound (catch_up, re-read) or,
     # for data_interval, everything committed when the task started (unless the cut-off comes first).
     must_reach = bound.gtids if bound.gtids is not None else _server_state(source)[0]
@@ -382,6 +433,24 @@ def _read(
     remaining = len(needed)
     if remaining == 0:
         return state  # nothing was committed past the lower bound: an empty window, no stream needed
+    try:
+        _stream(request, source, window, bound, state, needed, remaining, clock)
+    finally:
+        handoffs.close()
+    state.log_progress(force=True)
+    return state
+
+
+def _stream(
+    request: CaptureRequest,
+    source: MySqlConnectionConfig,
+    window: WindowRecord,
+    bound: WindowBound,
+    state: _WindowReader,
+    needed: GtidSet,
+    remaining: int,
+    clock: Callable[[], float],
+) -> None:
     idle_since: float | None = None
     with BinlogReader(
         source,
@@ -426,8 +495,6 @@ def _read(
                     remaining -= 1
                     if remaining <= 0 and bound.before_us is None:
                         break
-    state.log_progress(force=True)
-    return state
 
 
 def _check_server_settings(source: MySqlConnectionConfig) -> None:

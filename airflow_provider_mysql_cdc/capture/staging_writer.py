@@ -1,7 +1,9 @@
-"""Write a window's Parquet files and publish its manifest last and atomically, on any pyarrow filesystem.
+"""Write a window's (or snapshot chunk's) Parquet files and publish its manifest last and atomically,
+on any pyarrow filesystem.
 
-Files are first written under ``{pipeline}/windows/_tmp/{window_id}-{token}/`` and moved to their
-final names only at publish time, right before the manifest (itself written to a temporary name
+Files are first written under a temporary directory of the attempt (for windows
+``{pipeline}/windows/_tmp/{window_id}-{token}/``) and moved to their final names only at publish
+time, right before the manifest (itself written to a temporary name
 and moved). Memory is bounded whatever the window size and the number of tables: at most
 ``row_group_rows`` rows are held in memory across all open files; past that, the file holding the
 most rows writes them as a row group.
@@ -49,6 +51,11 @@ def open_staging(staging_uri: str) -> tuple[pafs.FileSystem, str]:
     return filesystem, root.rstrip("/")
 
 
+def new_attempt_token() -> str:
+    """A random token naming one attempt's directories."""
+    return uuid.uuid4().hex[:12]
+
+
 def manifest_uri(staging_uri: str, pipeline: str, window_id: int) -> str:
     """The URI of a window's manifest."""
     return f"{staging_uri.rstrip('/')}/{window_dir(pipeline, window_id)}/{MANIFEST_NAME}"
@@ -56,13 +63,38 @@ def manifest_uri(staging_uri: str, pipeline: str, window_id: int) -> str:
 
 def read_manifest(staging_uri: str, pipeline: str, window_id: int) -> StagingManifest | None:
     """The published manifest of a window, or None when the window has none."""
+    return read_manifest_in(staging_uri, window_dir(pipeline, window_id))
+
+
+def read_text(staging_uri: str, relative_path: str) -> tuple[str, str] | None:
+    """The text of a staged file and its full path, or None when there is no such file."""
     filesystem, root = open_staging(staging_uri)
-    path = f"{root}/{window_dir(pipeline, window_id)}/{MANIFEST_NAME}"
+    path = f"{root}/{relative_path}"
     if filesystem.get_file_info(path).type != pafs.FileType.File:
         return None
     with filesystem.open_input_stream(path) as stream:
-        text = stream.read().decode("utf-8", errors="replace")
-    return StagingManifest.from_json(text, path)
+        return stream.read().decode("utf-8", errors="replace"), path
+
+
+def read_manifest_in(staging_uri: str, relative_dir: str) -> StagingManifest | None:
+    """The manifest published in a directory (relative to the staging root), or None."""
+    found = read_text(staging_uri, f"{relative_dir}/{MANIFEST_NAME}")
+    return None if found is None else StagingManifest.from_json(*found)
+
+
+def write_text_atomically(staging_uri: str, relative_path: str, text: str) -> str:
+    """Write a small file under a temporary name and move it into place; returns its URI."""
+    filesystem, root = open_staging(staging_uri)
+    final = f"{root}/{relative_path}"
+    tmp = f"{final}.tmp-{new_attempt_token()}"
+    try:
+        filesystem.create_dir(final.rsplit("/", 1)[0], recursive=True)
+        with filesystem.open_output_stream(tmp) as stream:
+            stream.write(text.encode("utf-8"))
+        filesystem.move(tmp, final)
+    except OSError as exc:
+        raise StagingWriteError(f"cannot write {final}: {exc}") from None
+    return f"{staging_uri.rstrip('/')}/{relative_path}"
 
 
 def sha256_of(filesystem: pafs.FileSystem, path: str) -> str:
@@ -77,11 +109,16 @@ def sha256_of(filesystem: pafs.FileSystem, path: str) -> str:
 def verify_manifest_files(staging_uri: str, manifest: StagingManifest) -> None:
     """Check every file of a manifest exists with its size and checksum; raise CorruptStagingError."""
     filesystem, root = open_staging(staging_uri)
-    base = f"{root}/{window_dir(manifest.pipeline, manifest.window_id)}"
+    base = f"{root}/{manifest.relative_dir()}"
     for staged in manifest.files:
         path = f"{base}/{staged.path}"
         info = filesystem.get_file_info(path)
         if info.type != pafs.FileType.File or info.size != staged.bytes or sha256_of(filesystem, path) != staged.sha256:
+            if manifest.kind == "snapshot":
+                raise CorruptStagingError(
+                    f"staged file {path} of snapshot {manifest.snapshot_id} is missing, truncated or changed; "
+                    "re-snapshot the table (a finished chunk is never rewritten)"
+                )
             raise CorruptStagingError(
                 f"staged file {path} of window {manifest.window_id} is missing, truncated or changed; "
                 "delete the window's staging directory and re-run its capture task"
@@ -104,19 +141,34 @@ class _OpenFile:
         return len(self.columns[0]) if self.columns else 0
 
 
-class WindowStagingWriter:
-    """Collects rows per table and schema version into Parquet files of one window."""
+class StagingWriter:
+    """Collects rows per table and schema version into Parquet files of one staged unit (a window or
+    one attempt at a snapshot chunk) and publishes them under ``final_dir`` with their manifest.
+
+    ``tmp_parent`` holds the temporary directories of attempts, named ``{attempt_prefix}{token}``;
+    those of earlier attempts with the same prefix were abandoned by crashes and are deleted.
+    """
 
     def __init__(
-        self, staging_uri: str, pipeline: str, window_id: int, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+        self,
+        staging_uri: str,
+        final_dir: str,
+        tmp_parent: str,
+        attempt_prefix: str,
+        *,
+        label: str,
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        attempt: str | None = None,
     ) -> None:
         self.staging_uri = staging_uri
-        self.pipeline = pipeline
-        self.window_id = window_id
+        self.label = label
         self.row_group_rows = row_group_rows
         self.filesystem, self.root = open_staging(staging_uri)
-        self.final_dir = f"{self.root}/{window_dir(pipeline, window_id)}"
-        self.tmp_dir = f"{self.root}/{pipeline}/windows/_tmp/{window_id:08d}-{uuid.uuid4().hex[:12]}"
+        self.attempt = attempt or new_attempt_token()
+        self.final_dir = f"{self.root}/{final_dir}"
+        self._tmp_parent = f"{self.root}/{tmp_parent}"
+        self._attempt_prefix = attempt_prefix
+        self.tmp_dir = f"{self._tmp_parent}/{attempt_prefix}{self.attempt}"
         self._files: dict[tuple[str, str, int], _OpenFile] = {}
         self._finished: list[StagedFile] = []
         self._buffered_rows = 0
@@ -127,11 +179,15 @@ class WindowStagingWriter:
             raise StagingWriteError(f"cannot write to staging {staging_uri!r}: {exc}") from None
 
     def _delete_abandoned_attempts(self) -> None:
-        """Earlier attempts at this window that crashed left temporary files: they are never published."""
-        selector = pafs.FileSelector(f"{self.root}/{self.pipeline}/windows/_tmp", allow_not_found=True)
-        for info in self.filesystem.get_file_info(selector):
-            if info.type == pafs.FileType.Directory and info.base_name.startswith(f"{self.window_id:08d}-"):
-                log.info("deleting files of an abandoned attempt at window %s: %s", self.window_id, info.path)
+        """Earlier attempts that crashed left temporary files: they are never published."""
+        selector = pafs.FileSelector(self._tmp_parent, allow_not_found=True)
+        try:
+            infos = self.filesystem.get_file_info(selector)
+        except OSError as exc:
+            raise StagingWriteError(f"cannot list staging {self._tmp_parent}: {exc}") from None
+        for info in infos:
+            if info.type == pafs.FileType.Directory and info.base_name.startswith(self._attempt_prefix):
+                log.info("deleting files of an abandoned attempt at %s: %s", self.label, info.path)
                 self.filesystem.delete_dir(info.path)
 
     def add(
@@ -155,6 +211,29 @@ class WindowStagingWriter:
         self._buffered_rows += 1
         if self._buffered_rows >= self.row_group_rows:
             self._flush(max(self._files.values(), key=_OpenFile.buffered_rows))
+
+    def add_batch(
+        self,
+        database: str,
+        table: str,
+        schema_version: int,
+        schema: pa.Schema,
+        batch: pa.RecordBatch,
+        op: str,
+        seq: int,
+    ) -> None:
+        """Write a whole record batch (``schema``'s columns) of rows of one op whose ``_cdc_seq`` values
+        are consecutive and end at ``seq``; rows added before it to the same file come first."""
+        if batch.num_rows == 0:
+            return
+        key = (database, table, schema_version)
+        staged = self._files.get(key) or self._open(database, table, schema_version, schema)
+        self._flush(staged)
+        try:
+            staged.writer.write_batch(batch)
+        except OSError as exc:
+            raise StagingWriteError(f"cannot write {staged.tmp_path}: {exc}") from None
+        staged.counter.add(op, seq, batch.num_rows)
 
     def _open(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> _OpenFile:
         relative = data_file_name(database, table, schema_version, 0)
@@ -214,9 +293,9 @@ class WindowStagingWriter:
             self.filesystem.create_dir(self.final_dir, recursive=True)
             self.filesystem.move(tmp_manifest, f"{self.final_dir}/{MANIFEST_NAME}")
         except OSError as exc:
-            raise StagingWriteError(f"publishing window {self.window_id} to {self.final_dir} failed: {exc}") from None
+            raise StagingWriteError(f"publishing {self.label} to {self.final_dir} failed: {exc}") from None
         self.discard()
-        return manifest_uri(self.staging_uri, self.pipeline, self.window_id)
+        return f"{self.staging_uri.rstrip('/')}/{manifest.relative_dir()}/{MANIFEST_NAME}"
 
     def discard(self) -> None:
         """Delete the temporary files (nothing published is touched)."""
@@ -227,3 +306,21 @@ class WindowStagingWriter:
             self.filesystem.delete_dir(self.tmp_dir)
         except (FileNotFoundError, OSError) as exc:
             log.debug("could not delete %s: %s", self.tmp_dir, exc)
+
+
+class WindowStagingWriter(StagingWriter):
+    """The staging writer of one window: ``{pipeline}/windows/{window_id:08d}/``."""
+
+    def __init__(
+        self, staging_uri: str, pipeline: str, window_id: int, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    ) -> None:
+        self.pipeline = pipeline
+        self.window_id = window_id
+        super().__init__(
+            staging_uri,
+            window_dir(pipeline, window_id),
+            f"{pipeline}/windows/_tmp",
+            f"{window_id:08d}-",
+            label=f"window {window_id}",
+            row_group_rows=row_group_rows,
+        )

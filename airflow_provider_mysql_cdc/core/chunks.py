@@ -476,9 +476,15 @@ class SnapshotChunk:
         """The chunk's ``WHERE`` fragment and parameters (:func:`range_predicate`)."""
         return range_predicate(self.key_columns, self.key_range)
 
-    def select_query(self, columns: Sequence[str] | None = None) -> tuple[str, list[Any]]:
-        """``SELECT`` of the chunk's rows in key order (all columns when ``columns`` is None), and parameters."""
-        selected = "*" if columns is None else ", ".join(quote_identifier(c).replace("%", "%%") for c in columns)
+    def select_query(
+        self, columns: Sequence[str] | None = None, *, expressions: Sequence[str] | None = None
+    ) -> tuple[str, list[Any]]:
+        """``SELECT`` of the chunk's rows in key order, and parameters: the named ``columns``, or raw SQL
+        ``expressions`` (e.g. :func:`select_expressions`), or all columns when both are None."""
+        if expressions is not None:
+            selected = ", ".join(expression.replace("%", "%%") for expression in expressions)
+        else:
+            selected = "*" if columns is None else ", ".join(quote_identifier(c).replace("%", "%%") for c in columns)
         where, params = self.predicate()
         table = _table(self.database, self.table).replace("%", "%%")
         order = key_order(self.key_columns).replace("%", "%%")

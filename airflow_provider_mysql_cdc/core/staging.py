@@ -4,6 +4,13 @@ Layout under ``{staging_uri}/{pipeline}/``::
 
     windows/{window_id:08d}/{db}.{table}/v{schema_version}/part-{n:05d}.parquet
     windows/{window_id:08d}/_manifest.json
+    snapshots/{snapshot_id}/{db}.{table}/chunk-{chunk_no:05d}-{attempt}/{db}.{table}/v{schema_version}/part-00000.parquet
+    snapshots/{snapshot_id}/{db}.{table}/chunk-{chunk_no:05d}-{attempt}/_manifest.json
+    snapshots/{snapshot_id}/{db}.{table}/_manifest.json   (the table's chunks, once all are finished)
+
+A snapshot chunk is published under a directory of its own attempt; the metadata store (and the
+table manifest written once every chunk is finished) names the attempt that counts, so two racing
+attempts at one chunk never mix their files.
 
 A window exists only once its manifest is published; the manifest lists every file with its row
 count, size and SHA-256, so readers never list directories and never see partial windows.
@@ -34,6 +41,21 @@ class CorruptStagingError(TerminalCdcError):
 def window_dir(pipeline: str, window_id: int) -> str:
     """Directory of one window, relative to the staging root."""
     return f"{pipeline}/windows/{window_id:08d}"
+
+
+def snapshot_dir(pipeline: str, snapshot_id: str) -> str:
+    """Directory of one snapshot, relative to the staging root."""
+    return f"{pipeline}/snapshots/{snapshot_id}"
+
+
+def snapshot_table_dir(pipeline: str, snapshot_id: str, database: str, table: str) -> str:
+    """Directory of one table's chunks in a snapshot (holds the table manifest)."""
+    return f"{snapshot_dir(pipeline, snapshot_id)}/{database}.{table}"
+
+
+def snapshot_chunk_dir(pipeline: str, snapshot_id: str, database: str, table: str, chunk_no: int, attempt: str) -> str:
+    """Directory of one attempt at one snapshot chunk, relative to the staging root."""
+    return f"{snapshot_table_dir(pipeline, snapshot_id, database, table)}/chunk-{chunk_no:05d}-{attempt}"
 
 
 def data_file_name(database: str, table: str, schema_version: int, part: int) -> str:
@@ -114,7 +136,31 @@ class StagingManifest:
     truncates: tuple[TruncateMarker, ...] = ()
     ddl: tuple[DdlStatement, ...] = ()
     format_version: int = MANIFEST_FORMAT_VERSION
+    #: ``window``, or ``snapshot`` for one chunk of a snapshot (``window_id`` 0, ``lower`` empty,
+    #: ``upper`` the chunk's frontier, rows with ``_cdc_op = 'r'``).
     kind: str = "window"
+    snapshot_id: str | None = None
+    #: The chunk's :meth:`SnapshotChunk.to_json` description.
+    chunk: Mapping[str, Any] | None = None
+    #: The attempt token of the chunk's directory.
+    attempt: str | None = None
+    #: Capture skips this chunk's already-snapshotted changes in windows from this id on.
+    handoff_window: int | None = None
+
+    def relative_dir(self) -> str:
+        """The manifest's directory relative to the staging root."""
+        if self.kind == "window":
+            return window_dir(self.pipeline, self.window_id)
+        if self.snapshot_id is None or self.chunk is None or self.attempt is None:
+            raise CorruptStagingError(f"snapshot manifest of pipeline {self.pipeline!r} lacks its chunk identity")
+        return snapshot_chunk_dir(
+            self.pipeline,
+            self.snapshot_id,
+            str(self.chunk["database"]),
+            str(self.chunk["table"]),
+            int(self.chunk["chunk_no"]),
+            self.attempt,
+        )
 
     def op_counts(self) -> dict[str, int]:
         """Rows by ``_cdc_op`` over the whole window."""
@@ -160,6 +206,9 @@ class StagingManifest:
             )
             GtidSet.parse(manifest.lower)
             GtidSet.parse(manifest.upper)
+            if manifest.kind not in ("window", "snapshot"):
+                raise ValueError(f"unknown manifest kind {manifest.kind!r}")
+            manifest.relative_dir()
         except (ValueError, TypeError, KeyError, MySqlCdcError) as exc:
             raise CorruptStagingError(
                 f"manifest {where} is corrupt or was edited ({exc}); delete the window's staging directory "
@@ -177,10 +226,10 @@ class OpCounter:
     last_seq: int | None = None
     ops: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
 
-    def add(self, op: str, seq: int) -> None:
-        """Count one row."""
-        self.rows += 1
-        self.ops[op] += 1
+    def add(self, op: str, seq: int, rows: int = 1) -> None:
+        """Count ``rows`` rows of one op, the last one at ``seq`` (consecutive sequence numbers)."""
+        self.rows += rows
+        self.ops[op] += rows
         if self.first_seq is None:
-            self.first_seq = seq
+            self.first_seq = seq - rows + 1
         self.last_seq = seq

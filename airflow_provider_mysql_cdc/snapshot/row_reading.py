@@ -315,3 +315,27 @@ class SnapshotRowConverter:
                 out.append(convert(value))
         out.append(invalid)
         return tuple(out)
+
+    def convert_columns(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """A batch of fetched rows as staged columns: the table's columns then ``_cdc_invalid_values``;
+        the same values as :meth:`convert` row by row, computed a column at a time."""
+        if not rows:
+            return [[] for _ in range(len(self._plan) + 1)]
+        if len(rows[0]) != len(self._plan):
+            raise TerminalCdcError(f"row has {len(rows[0])} columns, the table {len(self._plan)}")
+        invalid: list[dict[str, str] | None] = [None] * len(rows)
+        out: list[list[Any]] = []
+        for position, (name, convert, may_be_invalid) in enumerate(self._plan):
+            fetched = [row[position] for row in rows]
+            if convert is None:
+                out.append(fetched)
+                continue
+            staged = [None if value is None else convert(value) for value in fetched]
+            if may_be_invalid:
+                for index, value in enumerate(staged):
+                    if type(value) is InvalidValue:  # zero/partial date: NULL, its text in the map
+                        invalid[index] = {**(invalid[index] or {}), name: str(value)}
+                        staged[index] = None
+            out.append(staged)
+        out.append(invalid)
+        return out

@@ -24,7 +24,8 @@ from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError, T
 
 #: Version of the tables below; bump with a migration in :meth:`FrontierStore.ensure_schema`.
 #: 2: ``cdc_snapshot_chunks`` (created on first use by an older store; no existing table changes).
-STORE_SCHEMA_VERSION = 2
+#: 3: ``cdc_snapshots`` (likewise).
+STORE_SCHEMA_VERSION = 3
 
 metadata = sa.MetaData()
 
@@ -119,6 +120,21 @@ snapshot_chunks_table = sa.Table(
 )
 
 
+snapshots_table = sa.Table(
+    "cdc_snapshots",
+    metadata,
+    sa.Column("pipeline", sa.String(200), primary_key=True),
+    sa.Column("snapshot_id", sa.String(200), primary_key=True),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    #: JSON list of the ``db.table`` names the snapshot reads.
+    sa.Column("tables", sa.Text, nullable=False),
+    #: Capture applies this snapshot's hand-off to windows from this id on.
+    sa.Column("handoff_window", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("pipeline", "run_id", name="uq_cdc_snapshots_run"),
+)
+
+
 class FrontierStoreError(TerminalCdcError):
     """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
 
@@ -150,6 +166,17 @@ class SnapshotChunkRecord:
     def is_finished(self) -> bool:
         """True once the chunk's rows and manifest are published and its frontier is recorded."""
         return self.status == WindowStatus.PUBLISHED
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """One snapshot: the tables an Airflow run decided to read, and the first window its hand-off governs."""
+
+    pipeline: str
+    snapshot_id: str
+    run_id: str
+    tables: tuple[str, ...]
+    handoff_window: int
 
 
 class WindowStatus:
@@ -431,6 +458,107 @@ class FrontierStore:
         record = self.get_window(window.pipeline, window.window_id)
         assert record is not None
         return record
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _snapshot_from_row(row: Any) -> SnapshotRecord:
+        return SnapshotRecord(
+            pipeline=row.pipeline,
+            snapshot_id=row.snapshot_id,
+            run_id=row.run_id,
+            tables=tuple(json.loads(row.tables)),
+            handoff_window=row.handoff_window,
+        )
+
+    def list_snapshots(self, pipeline: str) -> list[SnapshotRecord]:
+        """Every snapshot of the pipeline, oldest first."""
+        with self._transaction() as connection:
+            rows = connection.execute(
+                sa.select(snapshots_table)
+                .where(snapshots_table.c.pipeline == pipeline)
+                .order_by(snapshots_table.c.snapshot_id)
+            ).all()
+        return [self._snapshot_from_row(row) for row in rows]
+
+    def snapshot_for_run(self, pipeline: str, run_id: str) -> SnapshotRecord | None:
+        """The snapshot an Airflow run planned (re-runs and clears find it again)."""
+        with self._transaction() as connection:
+            row = connection.execute(
+                sa.select(snapshots_table).where(
+                    snapshots_table.c.pipeline == pipeline, snapshots_table.c.run_id == run_id
+                )
+            ).first()
+        return None if row is None else self._snapshot_from_row(row)
+
+    def plan_snapshot(self, pipeline: str, run_id: str, tables: list[str], handoff_window: int) -> SnapshotRecord:
+        """Record a run's snapshot once (ids ``000001``, ``000002``, ...); a re-run gets the same record."""
+        existing = self.snapshot_for_run(pipeline, run_id)
+        if existing is not None:
+            return existing
+        try:
+            with self._transaction() as connection:
+                count = connection.execute(
+                    sa.select(sa.func.count())
+                    .select_from(snapshots_table)
+                    .where(snapshots_table.c.pipeline == pipeline)
+                ).scalar()
+                connection.execute(
+                    snapshots_table.insert().values(
+                        pipeline=pipeline,
+                        snapshot_id=f"{int(count or 0) + 1:06d}",
+                        run_id=run_id,
+                        tables=json.dumps(sorted(tables)),
+                        handoff_window=handoff_window,
+                        created_at=_now(),
+                    )
+                )
+        except sa.exc.IntegrityError:
+            raise FrontierConflictError(
+                f"pipeline {pipeline!r}: a snapshot was planned concurrently (run {run_id!r}); retry"
+            ) from None
+        record = self.snapshot_for_run(pipeline, run_id)
+        assert record is not None
+        return record
+
+    def plan_snapshot_table(
+        self, pipeline: str, snapshot_id: str, table_name: str, chunks: list[str]
+    ) -> list[SnapshotChunkRecord]:
+        """Record all chunks of one table in one transaction, or return those recorded before."""
+        columns = snapshot_chunks_table.c
+        where = (columns.pipeline == pipeline, columns.snapshot_id == snapshot_id, columns.table_name == table_name)
+        with self._transaction() as connection:
+            if connection.execute(sa.select(columns.chunk_no).where(*where).limit(1)).first() is None:
+                now = _now()
+                try:
+                    for chunk_no, chunk in enumerate(chunks):
+                        connection.execute(
+                            snapshot_chunks_table.insert().values(
+                                pipeline=pipeline,
+                                snapshot_id=snapshot_id,
+                                table_name=table_name,
+                                chunk_no=chunk_no,
+                                chunk=chunk,
+                                status=WindowStatus.PLANNED,
+                                created_at=now,
+                            )
+                        )
+                except sa.exc.IntegrityError:
+                    raise FrontierConflictError(
+                        f"pipeline {pipeline!r}: the chunks of {table_name} were planned concurrently; retry"
+                    ) from None
+            rows = connection.execute(sa.select(snapshot_chunks_table).where(*where).order_by(columns.chunk_no)).all()
+        return [self._chunk_from_row(row) for row in rows]
+
+    def get_snapshot_chunk(
+        self, pipeline: str, snapshot_id: str, table_name: str, chunk_no: int
+    ) -> SnapshotChunkRecord | None:
+        """One chunk record."""
+        with self._transaction() as connection:
+            row = connection.execute(
+                sa.select(snapshot_chunks_table).where(*self._chunk_where(pipeline, snapshot_id, table_name, chunk_no))
+            ).first()
+        return None if row is None else self._chunk_from_row(row)
 
     # -- snapshot chunks ------------------------------------------------------------------------
 

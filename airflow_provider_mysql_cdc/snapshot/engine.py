@@ -1,0 +1,744 @@
+"""Consistent, chunked, resumable snapshots of the selected tables (no Airflow import).
+
+:func:`plan_snapshot` decides which tables a run snapshots (tables the pipeline has never
+snapshotted, plus those asked for again), registers the pipeline's initial frontier before any chunk
+starts, splits each table into key ranges planned from the data and records them once in the
+metadata store. :func:`snapshot_chunk` reads one chunk at its own point in time:
+
+1. ``LOCK TABLES t READ`` on one connection (short ``lock_wait_timeout``: a snapshot never queues
+   writers behind it for long), ``@@GLOBAL.gtid_executed`` read as the chunk's frontier ``S``;
+2. ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` on a second connection, which then opens the
+   table (taking its metadata lock, so no ALTER can change it under the read);
+3. ``UNLOCK TABLES`` (the lock lasted milliseconds: it is logged) and the chunk's rows are streamed
+   in key order into Parquet (``_cdc_op = 'r'``), published with a manifest, and the chunk is marked
+   finished with ``S`` (compare-and-set: a finished chunk is never redone).
+
+Binlog capture then skips the row events of the chunk's key range whose GTID is in ``S``
+(:mod:`airflow_provider_mysql_cdc.capture.handoff`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pymysql
+import pymysql.cursors
+
+from airflow_provider_mysql_cdc.capture.staging_writer import (
+    StagingWriter,
+    new_attempt_token,
+    open_staging,
+    read_manifest_in,
+    read_text,
+    verify_manifest_files,
+    write_text_atomically,
+)
+from airflow_provider_mysql_cdc.core.chunks import (
+    Key,
+    KeyRange,
+    SnapshotChunk,
+    next_boundary_query,
+    plan_snapshot_chunks,
+    quote_identifier,
+)
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.staging import (
+    MANIFEST_NAME,
+    CorruptStagingError,
+    SchemaVersionInfo,
+    StagingManifest,
+    cdc_seq,
+    snapshot_chunk_dir,
+    snapshot_table_dir,
+)
+from airflow_provider_mysql_cdc.core.types import (
+    DECIMAL128_MAX_PRECISION,
+    INTEGER_TYPES,
+    ColumnSpec,
+    arrow_schema,
+    schema_fingerprint,
+)
+from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    MySqlQueryError,
+    PreflightFailedError,
+    TerminalCdcError,
+    TransientCdcError,
+)
+from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, query
+from airflow_provider_mysql_cdc.mysql.introspection import read_gtid_executed, run_preflight
+from airflow_provider_mysql_cdc.snapshot.row_reading import (
+    SNAPSHOT_SESSION_STATEMENTS,
+    SnapshotRowConverter,
+    column_specs_from_information_schema,
+    select_expressions,
+)
+from airflow_provider_mysql_cdc.store.frontier_store import (
+    FrontierConflictError,
+    FrontierStore,
+    SnapshotChunkRecord,
+    SnapshotRecord,
+)
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_SECONDS = 5.0
+DEFAULT_CHUNK_ROWS = 250_000
+DEFAULT_FETCH_ROWS = 10_000
+#: Seconds ``LOCK TABLES`` may wait for running transactions on the table before giving up; while
+#: it waits, MySQL queues new writers of the table behind it, so this is kept short.
+DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS = 10
+LOCK_ATTEMPTS = 3
+
+#: Key column types whose values SELECT and binlog decoding give in the same Python type with
+#: MySQL's order (or, for strings, an order the server is asked about): tables keyed otherwise are
+#: snapshotted as one chunk.
+_CHUNKABLE_TYPES = set(INTEGER_TYPES) | {"year", "char", "varchar", "binary", "varbinary", "date", "datetime"}
+
+_ER_NO_SUCH_TABLE = 1146
+_ER_ACCESS_DENIED_CODES = (1044, 1142, 1227)
+_ER_LOCK_WAIT_TIMEOUT = 1205
+
+
+class TableWithoutKeyError(TerminalCdcError):
+    """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user."""
+
+
+class MissingPrivilegeError(TerminalCdcError):
+    """Raised when the connection's account lacks a privilege the snapshot needs."""
+
+
+class SnapshotLockTimeoutError(TransientCdcError):
+    """Raised when ``LOCK TABLES ... READ`` waited too long behind running transactions."""
+
+
+class SnapshotNotPlannedError(TerminalCdcError):
+    """Raised when a chunk is run that the metadata store does not know."""
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """What to snapshot, where to stage it and how to split it."""
+
+    pipeline: str
+    run_id: str
+    staging_uri: str
+    tables: TableSelection = field(default_factory=TableSelection)
+    #: ``db.table`` names (or ``fnmatch`` patterns) to snapshot again even though they were before.
+    resnapshot: tuple[str, ...] = ()
+    #: Key columns for tables without a primary key or unique NOT NULL key: ``{"db.table": ["a", "b"]}``.
+    #: The named columns must identify rows (the apply merges on them).
+    key_columns: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    fetch_rows: int = DEFAULT_FETCH_ROWS
+    lock_wait_timeout_seconds: int = DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):
+            raise ConfigurationError(f"pipeline name {self.pipeline!r}: use letters, digits, '_', '.', '-'")
+        for name, value in (("chunk_rows", self.chunk_rows), ("fetch_rows", self.fetch_rows)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+        if not 1 <= self.lock_wait_timeout_seconds <= 3600:
+            raise ConfigurationError("lock_wait_timeout_seconds must be between 1 and 3600")
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """The chunks a run's snapshot reads: the argument list of the mapped snapshot tasks."""
+
+    pipeline: str
+    snapshot_id: str | None
+    tables: tuple[str, ...]
+    chunks: tuple[SnapshotChunk, ...]
+
+    def mapped_arguments(self) -> list[dict[str, Any]]:
+        """One JSON-safe dict per chunk (``snapshot_id`` and the chunk), for ``.expand()``."""
+        return [{"snapshot_id": self.snapshot_id, "chunk": chunk.to_json()} for chunk in self.chunks]
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """What one chunk task produced (XCom-safe via :meth:`as_xcom`)."""
+
+    pipeline: str
+    snapshot_id: str
+    table_name: str
+    chunk_no: int
+    rows: int
+    frontier: GtidSet
+    manifest_uri: str
+    lock_ms: float | None
+    reused: bool
+
+    def as_xcom(self) -> dict[str, Any]:
+        """Small facts only: no rows, no secrets."""
+        return {
+            "pipeline": self.pipeline,
+            "snapshot_id": self.snapshot_id,
+            "table": self.table_name,
+            "chunk_no": self.chunk_no,
+            "rows": self.rows,
+            "frontier": str(self.frontier),
+            "manifest_uri": self.manifest_uri,
+            "lock_ms": self.lock_ms,
+            "reused": self.reused,
+        }
+
+
+# -- planning --------------------------------------------------------------------------------------
+
+
+def _check_server_settings(source: MySqlConnectionConfig) -> None:
+    report = run_preflight(source)
+    if not report.ok:
+        raise PreflightFailedError(report.format())
+
+
+def _session(connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig) -> None:
+    for statement in SNAPSHOT_SESSION_STATEMENTS:
+        query(connection, source, statement)
+
+
+def selected_tables(
+    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, selection: TableSelection
+) -> list[str]:
+    """``db.table`` of every base table the selection matches, sorted."""
+    rows = query(
+        connection,
+        source,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+        "AND TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema')",
+    )
+    return sorted(f"{db}.{table}" for db, table in rows if selection.matches(str(db), str(table)))
+
+
+def _split_name(table_name: str) -> tuple[str, str]:
+    database, _, table = table_name.partition(".")
+    return database, table
+
+
+def find_key_columns(
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+    named: Mapping[str, Sequence[str]],
+) -> tuple[str, ...]:
+    """The table's primary key; else its shortest unique key whose columns are all NOT NULL; else the
+    columns the user named for it. Raises :class:`TableWithoutKeyError` when there is none."""
+    database, table = _split_name(table_name)
+    rows = query(
+        connection,
+        source,
+        "SELECT s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE, s.SUB_PART FROM information_schema.STATISTICS AS s "
+        "JOIN information_schema.COLUMNS AS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME "
+        "AND c.COLUMN_NAME = s.COLUMN_NAME "
+        f"WHERE s.TABLE_SCHEMA = {connection.escape(database)} AND s.TABLE_NAME = {connection.escape(table)} "
+        "AND s.NON_UNIQUE = 0 ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX",
+    )
+    indexes: dict[str, list[tuple[str, bool, Any]]] = {}
+    for index_name, column, nullable, sub_part in rows:
+        indexes.setdefault(str(index_name), []).append((str(column), str(nullable).upper() == "YES", sub_part))
+    if "PRIMARY" in indexes:
+        return tuple(column for column, _, _ in indexes["PRIMARY"])
+    usable = [
+        (len(columns), name, tuple(column for column, _, _ in columns))
+        for name, columns in indexes.items()
+        if not any(nullable or sub_part is not None for _, nullable, sub_part in columns)
+    ]
+    if usable:
+        return min(usable)[2]
+    if table_name in named:
+        columns = tuple(named[table_name])
+        if not columns or isinstance(named[table_name], str):
+            raise ConfigurationError(f"key_columns for {table_name} must be a non-empty list of column names")
+        return columns
+    raise TableWithoutKeyError(
+        f"{table_name} has no primary key and no unique key on NOT NULL columns, so its rows cannot be "
+        "identified: add a primary key (best), or name key columns that identify its rows with "
+        f'key_columns={{"{table_name}": ["col_a", "col_b"]}}, or exclude the table from the pipeline'
+    )
+
+
+def _chunkable(specs: Sequence[ColumnSpec], key_columns: Sequence[str]) -> bool:
+    by_name = {spec.name: spec for spec in specs}
+    for column in key_columns:
+        spec = by_name.get(column)
+        if spec is None:
+            raise ConfigurationError(f"key column {column!r} is not a column of the table")
+        chunkable = spec.mysql_type in _CHUNKABLE_TYPES or (
+            spec.mysql_type == "decimal" and (spec.precision or 0) <= DECIMAL128_MAX_PRECISION
+        )
+        if not chunkable:
+            return False
+    return True
+
+
+def plan_table_chunks(
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+    key_columns: Sequence[str],
+    chunk_rows: int,
+) -> tuple[SnapshotChunk, ...]:
+    """Key ranges of about ``chunk_rows`` rows each, from boundaries read off the key's index."""
+    database, table = _split_name(table_name)
+    specs = column_specs_from_information_schema(connection, source, database, table)
+    if not _chunkable(specs, key_columns):
+        log.info("%s: key %s has a type chunks cannot split on; the table is one chunk", table_name, key_columns)
+        return plan_snapshot_chunks(database, table, key_columns, [])
+    boundaries: list[Key] = []
+    after: Key | None = None
+    while True:
+        sql, params = next_boundary_query(database, table, key_columns, chunk_rows, after)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            break
+        after = tuple(row)
+        if not boundaries or boundaries[-1] != after:  # user-named keys may repeat a value
+            boundaries.append(after)
+    return plan_snapshot_chunks(database, table, key_columns, boundaries)
+
+
+def _snapshotted_tables(store: FrontierStore, pipeline: str) -> set[str]:
+    return {table for record in store.list_snapshots(pipeline) for table in record.tables}
+
+
+def _handoff_window(store: FrontierStore, pipeline: str) -> int:
+    """The first window the hand-off of a snapshot planned now must govern: the next one, or the last
+    one while it is still unpublished (it will be captured after the snapshot)."""
+    last = store.last_window(pipeline)
+    if last is None:
+        return 1
+    return last.window_id if not last.is_published else last.window_id + 1
+
+
+def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store: FrontierStore) -> SnapshotPlan:
+    """Decide and record the run's snapshot (once: a re-run returns the same chunks)."""
+    _check_server_settings(source)
+    with connection_to(source) as connection:
+        _session(connection, source)
+        if store.get_pipeline(request.pipeline) is None:
+            initial = read_gtid_executed(connection, source)
+            record = store.register_pipeline(request.pipeline, initial)
+            log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
+        snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
+        if snapshot is None:
+            snapshot = _new_snapshot(request, connection, source, store)
+            if snapshot is None:
+                return SnapshotPlan(request.pipeline, None, (), ())
+        chunks: list[SnapshotChunk] = []
+        for table_name in snapshot.tables:
+            records = store.snapshot_chunks(request.pipeline, table_name)
+            planned = [r for r in records if r.snapshot_id == snapshot.snapshot_id]
+            if not planned:
+                key_columns = find_key_columns(connection, source, table_name, request.key_columns)
+                table_chunks = plan_table_chunks(connection, source, table_name, key_columns, request.chunk_rows)
+                planned = store.plan_snapshot_table(
+                    request.pipeline,
+                    snapshot.snapshot_id,
+                    table_name,
+                    [json.dumps(chunk.to_json(), sort_keys=True) for chunk in table_chunks],
+                )
+                log.info("%s: %s chunks of about %s rows", table_name, len(planned), request.chunk_rows)
+            chunks.extend(SnapshotChunk.from_json(json.loads(record.chunk)) for record in planned)
+    return SnapshotPlan(request.pipeline, snapshot.snapshot_id, snapshot.tables, tuple(chunks))
+
+
+def _new_snapshot(
+    request: SnapshotRequest,
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    store: FrontierStore,
+) -> SnapshotRecord | None:
+    existing = selected_tables(connection, source, request.tables)
+    again = TableSelection.of(request.resnapshot) if request.resnapshot else None
+    for pattern in request.resnapshot:
+        if not any(TableSelection.of([pattern]).matches(*_split_name(name)) for name in existing):
+            raise ConfigurationError(
+                f"resnapshot names {pattern!r}, which matches no selected table on the server "
+                f"(selected: {', '.join(existing) or 'none'})"
+            )
+    done = _snapshotted_tables(store, request.pipeline)
+    tables = [
+        name for name in existing if name not in done or (again is not None and again.matches(*_split_name(name)))
+    ]
+    if not tables:
+        log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", request.pipeline)
+        return None
+    for name in tables:  # refuse keyless tables before anything is recorded
+        find_key_columns(connection, source, name, request.key_columns)
+    record = store.plan_snapshot(request.pipeline, request.run_id, tables, _handoff_window(store, request.pipeline))
+    log.info(
+        "pipeline %s: snapshot %s of %s (capture hands off from window %s)",
+        request.pipeline,
+        record.snapshot_id,
+        ", ".join(record.tables),
+        record.handoff_window,
+    )
+    return record
+
+
+# -- one chunk -------------------------------------------------------------------------------------
+
+
+def _error_code(exc: BaseException) -> int | None:
+    args: tuple[Any, ...] = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _driver_message(exc: BaseException) -> str:
+    args: tuple[Any, ...] = getattr(exc, "args", ())
+    return f"[{args[0]}] {args[-1]}" if len(args) > 1 else str(exc)
+
+
+def _execute(connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, sql: str) -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+    except pymysql.err.MySQLError as exc:
+        raise MySqlQueryError(f"{sql!r} failed on {source.address}: {_driver_message(exc)}") from exc
+
+
+@dataclass
+class _PointInTime:
+    frontier: GtidSet
+    lock_ms: float
+    table_exists: bool
+
+
+def _open_point_in_time(
+    lock_connection: pymysql.connections.Connection[Any],
+    read_connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    chunk: SnapshotChunk,
+    lock_wait_timeout: int,
+) -> _PointInTime:
+    """Steps 1-3 of the module docstring; ``read_connection`` is left inside its snapshot transaction."""
+    table = f"{quote_identifier(chunk.database)}.{quote_identifier(chunk.table)}"
+    _execute(lock_connection, source, f"SET SESSION lock_wait_timeout = {int(lock_wait_timeout)}")
+    _execute(read_connection, source, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            _execute(lock_connection, source, f"LOCK TABLES {table} READ")
+            break
+        except MySqlQueryError as exc:
+            code = _error_code(exc.__cause__) if exc.__cause__ else None
+            if code == _ER_NO_SUCH_TABLE:
+                frontier = read_gtid_executed(lock_connection, source)
+                return _PointInTime(frontier, 0.0, table_exists=False)
+            if code in _ER_ACCESS_DENIED_CODES:
+                raise MissingPrivilegeError(
+                    f"{source.address} may not lock {chunk.database}.{chunk.table}: the snapshot takes a "
+                    "short LOCK TABLES ... READ to read a consistent frontier. Grant it with: "
+                    f"GRANT LOCK TABLES, SELECT ON {quote_identifier(chunk.database)}.* TO <the connection's user>"
+                ) from None
+            if code == _ER_LOCK_WAIT_TIMEOUT and attempt < LOCK_ATTEMPTS:
+                log.warning("LOCK TABLES %s waited %ss (attempt %s); retrying", table, lock_wait_timeout, attempt)
+                continue
+            if code == _ER_LOCK_WAIT_TIMEOUT:
+                raise SnapshotLockTimeoutError(
+                    f"LOCK TABLES {table} READ waited {lock_wait_timeout}s {LOCK_ATTEMPTS} times behind running "
+                    "transactions on the table; retry when they are done (see SHOW PROCESSLIST) or raise "
+                    "lock_wait_timeout_seconds"
+                ) from None
+            raise
+    locked_at = time.monotonic()
+    try:
+        frontier = read_gtid_executed(lock_connection, source)
+        _execute(read_connection, source, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        # Opening the table takes its metadata lock for the transaction: no ALTER until the read ends.
+        _execute(read_connection, source, f"SELECT 1 FROM {table} LIMIT 0")
+    finally:
+        _execute(lock_connection, source, "UNLOCK TABLES")
+    lock_ms = (time.monotonic() - locked_at) * 1000.0
+    return _PointInTime(frontier, lock_ms, table_exists=True)
+
+
+def _record_for(
+    store: FrontierStore, pipeline: str, snapshot_id: str, chunk: SnapshotChunk
+) -> tuple[SnapshotRecord, SnapshotChunkRecord]:
+    table_name = f"{chunk.database}.{chunk.table}"
+    snapshot = next((s for s in store.list_snapshots(pipeline) if s.snapshot_id == snapshot_id), None)
+    record = store.get_snapshot_chunk(pipeline, snapshot_id, table_name, chunk.chunk_no)
+    if snapshot is None or record is None:
+        raise SnapshotNotPlannedError(
+            f"pipeline {pipeline!r} has no chunk {chunk.chunk_no} of {table_name} in snapshot {snapshot_id!r}; "
+            "run the snapshot planning task first"
+        )
+    if json.loads(record.chunk) != chunk.to_json():
+        raise SnapshotNotPlannedError(
+            f"chunk {chunk.chunk_no} of {table_name} in snapshot {snapshot_id} was planned as {record.chunk}"
+        )
+    return snapshot, record
+
+
+def _finished_result(staging_uri: str, record: SnapshotChunkRecord) -> ChunkResult:
+    assert record.frontier is not None and record.manifest_uri is not None
+    relative = record.manifest_uri[len(staging_uri.rstrip("/")) + 1 : -len(MANIFEST_NAME) - 1]
+    manifest = read_manifest_in(staging_uri, relative)
+    if manifest is None:
+        raise CorruptStagingError(
+            f"chunk {record.chunk_no} of {record.table_name} (snapshot {record.snapshot_id}) is finished but "
+            f"its manifest {record.manifest_uri} is gone; re-snapshot the table"
+        )
+    verify_manifest_files(staging_uri, manifest)
+    return ChunkResult(
+        record.pipeline,
+        record.snapshot_id,
+        record.table_name,
+        record.chunk_no,
+        int(record.rows or 0),
+        record.frontier,
+        record.manifest_uri,
+        None,
+        reused=True,
+    )
+
+
+def snapshot_chunk(
+    request: SnapshotRequest,
+    snapshot_id: str,
+    chunk: SnapshotChunk,
+    source: MySqlConnectionConfig,
+    store: FrontierStore,
+) -> ChunkResult:
+    """Read, stage and finish one planned chunk (a finished chunk is verified and returned as is)."""
+    snapshot, record = _record_for(store, request.pipeline, snapshot_id, chunk)
+    if record.is_finished:
+        log.info("chunk %s of %s is already finished; nothing to redo", chunk.chunk_no, record.table_name)
+        result = _finished_result(request.staging_uri, record)
+        write_table_manifest_when_complete(request.staging_uri, store, snapshot, record.table_name)
+        return result
+    attempt = new_attempt_token()
+    writer = StagingWriter(
+        request.staging_uri,
+        snapshot_chunk_dir(request.pipeline, snapshot_id, chunk.database, chunk.table, chunk.chunk_no, attempt),
+        f"{request.pipeline}/snapshots/_tmp",
+        f"{snapshot_id}.{chunk.database}.{chunk.table}.{chunk.chunk_no:05d}-",
+        label=f"chunk {chunk.chunk_no} of {record.table_name} (snapshot {snapshot_id})",
+        attempt=attempt,
+    )
+    try:
+        with connection_to(source) as lock_connection:
+            read_connection = connect(source)
+            try:
+                _session(read_connection, source)
+                point = _open_point_in_time(
+                    lock_connection, read_connection, source, chunk, request.lock_wait_timeout_seconds
+                )
+                log.info(
+                    "chunk %s of %s: frontier %s, table lock held %.1f ms",
+                    chunk.chunk_no,
+                    record.table_name,
+                    point.frontier,
+                    point.lock_ms,
+                )
+                schemas: tuple[SchemaVersionInfo, ...] = ()
+                rows = 0
+                if point.table_exists:
+                    info, rows = _stream_rows(request, store, read_connection, source, chunk, writer)
+                    schemas = (info,)
+                else:
+                    log.warning("%s no longer exists: chunk %s is empty", record.table_name, chunk.chunk_no)
+                _execute(read_connection, source, "COMMIT")
+            finally:
+                read_connection.close()
+        files = writer.finish()
+    except BaseException:
+        writer.discard()
+        raise
+    manifest = StagingManifest(
+        pipeline=request.pipeline,
+        window_id=0,
+        lower="",
+        upper=str(point.frontier),
+        cutoff_rule="snapshot",
+        cutoff_value=snapshot_id,
+        transactions=0,
+        first_commit_ts_us=None,
+        last_commit_ts_us=None,
+        files=tuple(files),
+        schemas=schemas,
+        kind="snapshot",
+        snapshot_id=snapshot_id,
+        chunk=chunk.to_json(),
+        attempt=attempt,
+        handoff_window=snapshot.handoff_window,
+    )
+    uri = writer.publish(manifest)
+    try:
+        store.finish_snapshot_chunk(record, point.frontier, uri, rows)
+    except FrontierConflictError:
+        _delete_published(request.staging_uri, manifest.relative_dir())
+        winner = store.get_snapshot_chunk(request.pipeline, snapshot_id, record.table_name, chunk.chunk_no)
+        assert winner is not None
+        log.warning(
+            "chunk %s of %s was finished by another attempt; keeping that one", chunk.chunk_no, winner.table_name
+        )
+        return _finished_result(request.staging_uri, winner)
+    log.info("chunk %s of %s finished: %s rows", chunk.chunk_no, record.table_name, rows)
+    write_table_manifest_when_complete(request.staging_uri, store, snapshot, record.table_name)
+    return ChunkResult(
+        request.pipeline,
+        snapshot_id,
+        record.table_name,
+        chunk.chunk_no,
+        rows,
+        point.frontier,
+        uri,
+        point.lock_ms,
+        False,
+    )
+
+
+def _delete_published(staging_uri: str, relative_dir: str) -> None:
+    filesystem, root = open_staging(staging_uri)
+    try:
+        filesystem.delete_dir(f"{root}/{relative_dir}")
+    except OSError as exc:
+        log.warning("could not delete %s/%s: %s", root, relative_dir, exc)
+
+
+def _stream_rows(
+    request: SnapshotRequest,
+    store: FrontierStore,
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    chunk: SnapshotChunk,
+    writer: StagingWriter,
+) -> tuple[SchemaVersionInfo, int]:
+    """Stream the chunk's rows in key order into the writer; returns the schema version and row count."""
+    table_name = f"{chunk.database}.{chunk.table}"
+    specs = column_specs_from_information_schema(connection, source, chunk.database, chunk.table)
+    fingerprint = schema_fingerprint(specs)
+    columns = [spec.describe() for spec in specs]
+    version = store.schema_version(request.pipeline, table_name, fingerprint, columns, None)
+    primary_key = tuple(spec.name for spec in specs if spec.primary_key)
+    info = SchemaVersionInfo(chunk.database, chunk.table, version, fingerprint, tuple(columns), primary_key)
+    schema = arrow_schema(specs)
+    converter = SnapshotRowConverter(specs)
+    table_fields = list(schema)[: len(specs) + 1]  # the table's columns and _cdc_invalid_values
+    sql, params = chunk.select_query(expressions=select_expressions(specs))
+    rows = 0
+    started = last_progress = time.monotonic()
+    cursor = connection.cursor(pymysql.cursors.SSCursor)
+    try:
+        cursor.execute(sql, params)
+        while batch := cursor.fetchmany(request.fetch_rows):
+            staged = converter.convert_columns(batch)
+            count = len(batch)
+            arrays = [pa.array(values, type=f.type) for values, f in zip(staged, table_fields, strict=True)]
+            arrays += [
+                pa.array(["r"] * count, pa.string()),
+                pa.nulls(count, pa.string()),
+                pa.array(range(cdc_seq(0, rows), cdc_seq(0, rows + count)), pa.int64()),
+                pa.nulls(count, pa.timestamp("us", tz="UTC")),
+            ]
+            rows += count
+            writer.add_batch(
+                chunk.database,
+                chunk.table,
+                version,
+                schema,
+                pa.RecordBatch.from_arrays(arrays, schema=schema),
+                "r",
+                cdc_seq(0, rows - 1),
+            )
+            now = time.monotonic()
+            if now - last_progress >= PROGRESS_EVERY_SECONDS:
+                log.info(
+                    "chunk %s of %s: %s rows (%.0f rows/s)", chunk.chunk_no, table_name, rows, rows / (now - started)
+                )
+                last_progress = now
+    except pymysql.err.MySQLError as exc:
+        raise MySqlQueryError(
+            f"reading chunk {chunk.chunk_no} of {table_name} failed on {source.address}: {_driver_message(exc)}"
+        ) from None
+    finally:
+        cursor.close()
+    return info, rows
+
+
+# -- the table manifest ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotTableManifest:
+    """A table's finished snapshot: each chunk's key range, frontier and manifest (what apply loads)."""
+
+    pipeline: str
+    snapshot_id: str
+    database: str
+    table: str
+    handoff_window: int
+    chunks: tuple[Mapping[str, Any], ...]
+    kind: str = "snapshot_table"
+
+    def to_json(self) -> str:
+        """Deterministic JSON: every chunk task that completes the table writes the same bytes."""
+        return (
+            json.dumps(
+                {
+                    "kind": self.kind,
+                    "pipeline": self.pipeline,
+                    "snapshot_id": self.snapshot_id,
+                    "database": self.database,
+                    "table": self.table,
+                    "handoff_window": self.handoff_window,
+                    "chunks": list(self.chunks),
+                },
+                sort_keys=True,
+                indent=2,
+            )
+            + "\n"
+        )
+
+
+def write_table_manifest_when_complete(
+    staging_uri: str, store: FrontierStore, snapshot: SnapshotRecord, table_name: str
+) -> str | None:
+    """Once every chunk of the table is finished, publish the table manifest (idempotent); returns its URI."""
+    records = [r for r in store.snapshot_chunks(snapshot.pipeline, table_name) if r.snapshot_id == snapshot.snapshot_id]
+    if not records or not all(r.is_finished for r in records):
+        return None
+    database, table = _split_name(table_name)
+    prefix = staging_uri.rstrip("/") + "/"
+    manifest = SnapshotTableManifest(
+        pipeline=snapshot.pipeline,
+        snapshot_id=snapshot.snapshot_id,
+        database=database,
+        table=table,
+        handoff_window=snapshot.handoff_window,
+        chunks=tuple(
+            {
+                "chunk": json.loads(r.chunk),
+                "frontier": str(r.frontier),
+                "manifest": (r.manifest_uri or "").removeprefix(prefix),
+                "rows": r.rows,
+            }
+            for r in records
+        ),
+    )
+    relative = f"{snapshot_table_dir(snapshot.pipeline, snapshot.snapshot_id, database, table)}/{MANIFEST_NAME}"
+    existing = read_text(staging_uri, relative)
+    text = manifest.to_json()
+    if existing is not None and existing[0] == text:
+        return prefix + relative
+    return write_text_atomically(staging_uri, relative, text)
+
+
+def chunk_range(record: SnapshotChunkRecord) -> KeyRange:
+    """The key range of a chunk record."""
+    return SnapshotChunk.from_json(json.loads(record.chunk)).key_range

@@ -1,0 +1,230 @@
+"""Snapshots against the real server: chunking, resumability, the hand-off to binlog windows under a
+concurrent writer, re-snapshots, tables without a primary key and missing privileges."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_mysql_cdc.capture.handoff import SnapshotInProgressError
+from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.snapshot.engine import MissingPrivilegeError, TableWithoutKeyError
+from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state
+from tests.mysql_servers import MySqlTestServer
+
+pytestmark = pytest.mark.mysql
+
+
+def test_a_table_is_split_into_chunks_planned_from_its_keys_and_staged_in_key_order(
+    mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS snap_basic",
+        "CREATE DATABASE snap_basic",
+        "CREATE TABLE snap_basic.sparse (id BIGINT PRIMARY KEY, v VARCHAR(20))",
+        "CREATE TABLE snap_basic.composite (region VARCHAR(10), n INT, v INT, PRIMARY KEY (region, n))",
+    )
+    # Sparse keys: chunks follow the data, not the key space.
+    values = ", ".join(f"({i * i * 1000}, 'v{i}')" for i in range(1, 1001))
+    regions = ", ".join(f"('{r}', {n}, {n})" for r in ("Aa", "b", "Ç", "z") for n in range(250))
+    mysql_server.execute(
+        f"INSERT INTO snap_basic.sparse VALUES {values}", f"INSERT INTO snap_basic.composite VALUES {regions}"
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "basic", TableSelection.of("snap_basic.*"), chunk_rows=300)
+
+    plan = pipeline.plan("run-1")
+    assert plan.snapshot_id == "000001"
+    assert plan.tables == ("snap_basic.composite", "snap_basic.sparse")
+    assert [c.chunk_no for c in plan.chunks if c.table == "sparse"] == [0, 1, 2, 3]
+    assert pipeline.store.get_pipeline("basic") is not None  # initial frontier recorded before any chunk
+
+    results = [pipeline.run_chunk("run-1", argument) for argument in plan.mapped_arguments()]
+    assert sum(r.rows for r in results if r.table_name == "snap_basic.sparse") == 1000
+    assert [r.rows for r in results if r.table_name == "snap_basic.sparse"] == [300, 300, 300, 100]
+    assert all(r.lock_ms is not None and r.lock_ms < 1000 for r in results)
+
+    sparse = pipeline.snapshot_rows("000001", "snap_basic.sparse")
+    assert [row["id"] for row in sparse] == [i * i * 1000 for i in range(1, 1001)]
+    assert {row["_cdc_op"] for row in sparse} == {"r"}
+    composite = pipeline.snapshot_rows("000001", "snap_basic.composite")
+    assert sorted((row["region"], row["n"]) for row in composite) == sorted(
+        (r, n) for r in ("Aa", "b", "Ç", "z") for n in range(250)
+    )
+    table_manifest = pipeline.table_manifest("000001", "snap_basic.composite")
+    assert table_manifest["handoff_window"] == 1
+    assert sum(chunk["rows"] for chunk in table_manifest["chunks"]) == 1000
+
+    # A re-run of the plan and of every chunk redoes nothing.
+    assert pipeline.plan("run-1") == plan
+    again = [pipeline.run_chunk("run-1", argument) for argument in plan.mapped_arguments()]
+    assert all(r.reused for r in again)
+    assert [(r.rows, r.frontier, r.manifest_uri) for r in again] == [
+        (r.rows, r.frontier, r.manifest_uri) for r in results
+    ]
+    # The next run has nothing left to snapshot.
+    assert pipeline.plan("run-2").chunks == ()
+
+
+def test_capture_waits_for_an_unfinished_snapshot(mysql_server: MySqlTestServer, tmp_path: Path) -> None:
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS snap_wait",
+        "CREATE DATABASE snap_wait",
+        "CREATE TABLE snap_wait.t (id INT PRIMARY KEY)",
+        "INSERT INTO snap_wait.t VALUES (1), (2), (3)",
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "wait", TableSelection.of("snap_wait.*"), chunk_rows=2)
+    plan = pipeline.plan("run-1")
+    pipeline.run_chunk("run-1", plan.mapped_arguments()[0])
+    mysql_server.execute("INSERT INTO snap_wait.t VALUES (4)")
+    with pytest.raises(SnapshotInProgressError, match="snapshot 000001 of snap_wait.t is not finished"):
+        pipeline.capture("run-1")
+    pipeline.run_chunk("run-1", plan.mapped_arguments()[1])
+    window = pipeline.capture("run-1")
+    state = replay(
+        pipeline.snapshot_rows("000001", "snap_wait.t"),
+        [pipeline.window_rows(window.window_id, "snap_wait.t")],
+        ["id"],
+        ["id"],
+    )
+    assert state == source_state(mysql_server, "snap_wait.t", ["id"], ["id"])
+
+
+class Writer(threading.Thread):
+    """Random transactions on two tables while the snapshot runs: inserts, updates, deletes and key moves
+    across chunk boundaries, single- and two-table transactions (seeded)."""
+
+    def __init__(self, server: MySqlTestServer, seed: int, database: str) -> None:
+        super().__init__(daemon=True)
+        self.server = server
+        self.random = random.Random(seed)
+        self.database = database
+        self.stop = threading.Event()
+        self.transactions = 0
+        self.error: BaseException | None = None
+
+    def statements(self) -> list[str]:
+        db, rnd = self.database, self.random
+        out: list[str] = []
+        for _ in range(rnd.randint(1, 4)):
+            n = rnd.randrange(3000)
+            name = f"k{rnd.randrange(3000):05d}"
+            choice = rnd.random()
+            if choice < 0.25:
+                out.append(f"INSERT IGNORE INTO {db}.nums VALUES ({n}, {rnd.randrange(10**6)})")
+            elif choice < 0.45:
+                out.append(f"UPDATE {db}.nums SET v = v + 1 WHERE id BETWEEN {n} AND {n + 20}")
+            elif choice < 0.55:
+                out.append(f"DELETE FROM {db}.nums WHERE id = {n}")
+            elif choice < 0.65:  # move a key, often across a chunk boundary
+                out.append(f"UPDATE IGNORE {db}.nums SET id = {rnd.randrange(3000)} WHERE id = {n}")
+            elif choice < 0.75:
+                out.append(f"INSERT IGNORE INTO {db}.names VALUES ('{name}', {rnd.randrange(100)})")
+            elif choice < 0.85:
+                out.append(f"UPDATE {db}.names SET v = v + 1 WHERE name >= '{name}' ORDER BY name LIMIT 5")
+            elif choice < 0.92:
+                out.append(f"DELETE FROM {db}.names WHERE name = '{name}'")
+            else:
+                out.append(f"UPDATE IGNORE {db}.names SET name = 'k{rnd.randrange(3000):05d}' WHERE name = '{name}'")
+        return out
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self.server.execute("START TRANSACTION", *self.statements(), "COMMIT")
+                self.transactions += 1
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_snapshot_and_windows_under_a_concurrent_writer_equal_the_source(
+    mysql_server: MySqlTestServer, tmp_path: Path, seed: int
+) -> None:
+    db = f"snap_live_{seed}"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {db}",
+        f"CREATE DATABASE {db}",
+        f"CREATE TABLE {db}.nums (id INT PRIMARY KEY, v INT)",
+        f"CREATE TABLE {db}.names (name VARCHAR(20) PRIMARY KEY, v INT)",
+        f"INSERT INTO {db}.nums VALUES " + ", ".join(f"({i}, {i})" for i in range(0, 3000, 2)),
+        f"INSERT INTO {db}.names VALUES " + ", ".join(f"('k{i:05d}', {i % 100})" for i in range(0, 3000, 3)),
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, f"live-{seed}", TableSelection.of(f"{db}.*"), chunk_rows=150)
+    writer = Writer(mysql_server, seed, db)
+    writer.start()
+    try:
+        plan = pipeline.plan("run-1")
+        arguments = plan.mapped_arguments()
+        random.Random(seed).shuffle(arguments)  # chunks finish in any order, at different frontiers
+        for argument in arguments:
+            pipeline.run_chunk("run-1", argument)
+        windows = [pipeline.capture("run-1")]
+        windows.append(pipeline.capture("run-2"))
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.error is None, f"seed {seed}: writer failed: {writer.error}"
+    windows.append(pipeline.capture("run-3"))
+    assert writer.transactions > 50, f"seed {seed}: the writer ran only {writer.transactions} transactions"
+    for table, key, columns in (("nums", ["id"], ["id", "v"]), ("names", ["name"], ["name", "v"])):
+        name = f"{db}.{table}"
+        state = replay(
+            pipeline.snapshot_rows("000001", name),
+            [pipeline.window_rows(w.window_id, name) for w in windows],
+            key,
+            columns,
+        )
+        assert state == source_state(mysql_server, name, key, columns), f"seed {seed}: {name} differs"
+
+
+def test_a_table_without_a_key_is_refused_unless_key_columns_are_named(
+    mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS snap_nokey",
+        "CREATE DATABASE snap_nokey",
+        "CREATE TABLE snap_nokey.log (a INT NOT NULL, b VARCHAR(10) NOT NULL, c INT)",
+        "CREATE TABLE snap_nokey.uniq (a INT NOT NULL, b INT NULL, UNIQUE KEY nullable_b (b), UNIQUE KEY ua (a))",
+        "INSERT INTO snap_nokey.log VALUES (1, 'x', 1), (2, 'y', 2), (3, 'z', 3)",
+        "INSERT INTO snap_nokey.uniq VALUES (1, NULL), (2, 2)",
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "nokey", TableSelection.of("snap_nokey.*"))
+    with pytest.raises(
+        TableWithoutKeyError, match=r'snap_nokey.log has no primary key.*key_columns=\{"snap_nokey.log"'
+    ):
+        pipeline.plan("run-1")
+    assert pipeline.store.list_snapshots("nokey") == []  # nothing recorded for the refused plan
+
+    plan = pipeline.plan("run-1", key_columns={"snap_nokey.log": ["a", "b"]})
+    keys = {chunk.table: chunk.key_columns for chunk in plan.chunks}
+    assert keys == {"log": ("a", "b"), "uniq": ("a",)}  # the unique NOT NULL key, not the nullable one
+    for argument in plan.mapped_arguments():
+        pipeline.run_chunk("run-1", argument, key_columns={"snap_nokey.log": ["a", "b"]})
+    assert len(pipeline.snapshot_rows("000001", "snap_nokey.log")) == 3
+
+
+def test_a_missing_lock_tables_grant_is_named(mysql_server: MySqlTestServer, tmp_path: Path) -> None:
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS snap_grant",
+        "CREATE DATABASE snap_grant",
+        "CREATE TABLE snap_grant.t (id INT PRIMARY KEY)",
+        "DROP USER IF EXISTS 'nolock'@'%'",
+        "CREATE USER 'nolock'@'%' IDENTIFIED BY 'nolock-secret-1'",
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'nolock'@'%'",
+        "GRANT SELECT ON snap_grant.* TO 'nolock'@'%'",
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "grant", TableSelection.of("snap_grant.*"))
+    plan = pipeline.plan("run-1")
+    restricted = SnapshotPipeline(
+        mysql_server.__class__(admin=mysql_server.admin, cdc=mysql_server.account("nolock", "nolock-secret-1")),
+        tmp_path,
+        "grant",
+        TableSelection.of("snap_grant.*"),
+    )
+    with pytest.raises(MissingPrivilegeError, match=r"GRANT LOCK TABLES, SELECT ON `snap_grant`\.\*") as raised:
+        restricted.run_chunk("run-1", plan.mapped_arguments()[0])
+    assert "nolock-secret-1" not in str(raised.value)
+    assert not pipeline.store.snapshot_chunks("grant")[0].is_finished
