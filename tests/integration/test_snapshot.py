@@ -79,7 +79,7 @@ def test_capture_waits_for_an_unfinished_snapshot(mysql_server: MySqlTestServer,
     plan = pipeline.plan("run-1")
     pipeline.run_chunk("run-1", plan.mapped_arguments()[0])
     mysql_server.execute("INSERT INTO snap_wait.t VALUES (4)")
-    with pytest.raises(SnapshotInProgressError, match="snapshot 000001 of snap_wait.t is not finished"):
+    with pytest.raises(SnapshotInProgressError, match=r"snapshot 000001 of snap_wait\.t is not finished"):
         pipeline.capture("run-1")
     pipeline.run_chunk("run-1", plan.mapped_arguments()[1])
     window = pipeline.capture("run-1")
