@@ -24,7 +24,16 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "hooks": [{"integration-name": "MySQL CDC", "python-modules": [f"{PACKAGE}.hooks.mysql_cdc"]}],
-        "operators": [{"integration-name": "MySQL CDC", "python-modules": [f"{PACKAGE}.operators.preflight"]}],
+        "operators": [
+            {
+                "integration-name": "MySQL CDC",
+                "python-modules": [
+                    f"{PACKAGE}.operators.preflight",
+                    f"{PACKAGE}.operators.snapshot",
+                    f"{PACKAGE}.operators.capture",
+                ],
+            }
+        ],
         "sensors": [],
         "connection-types": [
             {

@@ -586,39 +586,6 @@ class FrontierStore:
             columns.chunk_no == chunk_no,
         )
 
-    def plan_snapshot_chunk(
-        self, pipeline: str, snapshot_id: str, table_name: str, chunk_no: int, chunk: str
-    ) -> SnapshotChunkRecord:
-        """Record a chunk once; a later call returns the existing record (its description must match)."""
-        where = self._chunk_where(pipeline, snapshot_id, table_name, chunk_no)
-        with self._transaction() as connection:
-            row = connection.execute(sa.select(snapshot_chunks_table).where(*where)).first()
-            if row is None:
-                try:
-                    connection.execute(
-                        snapshot_chunks_table.insert().values(
-                            pipeline=pipeline,
-                            snapshot_id=snapshot_id,
-                            table_name=table_name,
-                            chunk_no=chunk_no,
-                            chunk=chunk,
-                            status=WindowStatus.PLANNED,
-                            created_at=_now(),
-                        )
-                    )
-                except sa.exc.IntegrityError:
-                    raise FrontierConflictError(
-                        f"pipeline {pipeline!r}: chunk {chunk_no} of {table_name} was planned concurrently; retry"
-                    ) from None
-                row = connection.execute(sa.select(snapshot_chunks_table).where(*where)).one()
-        record = self._chunk_from_row(row)
-        if record.chunk != chunk:
-            raise FrontierStoreError(
-                f"pipeline {pipeline!r} snapshot {snapshot_id!r}: chunk {chunk_no} of {table_name} was planned as "
-                f"{record.chunk}, now requested as {chunk}; start a new snapshot id to re-plan"
-            )
-        return record
-
     def finish_snapshot_chunk(
         self, record: SnapshotChunkRecord, frontier: GtidSet, manifest_uri: str, rows: int
     ) -> SnapshotChunkRecord:

@@ -117,6 +117,8 @@ def snapshot(
     converter = SnapshotRowConverter(specs)
     schema = arrow_schema(specs)
     converted = [converter.convert(row) for row in rows]
+    # The column-at-a-time conversion the snapshot engine uses gives the same values.
+    assert [tuple(row) for row in zip(*converter.convert_columns(rows), strict=True)] == converted
     staged = [(*values, "r", None, seq, None) for seq, values in enumerate(converted)]
     pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in staged], schema), path)
     back = pq.read_table(path)

@@ -98,31 +98,47 @@ def test_newer_store_schema_is_refused_and_bad_sets_are_reported(store_url: str)
     assert "password" not in repr(FrontierStore.from_url("sqlite://"))
 
 
-def test_snapshot_chunks_are_planned_once_and_finished_once(store_url: str) -> None:
+def test_snapshots_are_planned_once_per_run_and_numbered(store_url: str) -> None:
     store = FrontierStore.from_url(store_url)
-    planned = store.plan_snapshot_chunk("p", "s1", "db.t", 0, '{"range": [null, 100]}')
-    assert not planned.is_finished
-    assert store.plan_snapshot_chunk("p", "s1", "db.t", 0, '{"range": [null, 100]}') == planned
-    with pytest.raises(FrontierStoreError, match="start a new snapshot id to re-plan"):
-        store.plan_snapshot_chunk("p", "s1", "db.t", 0, '{"range": [null, 50]}')
-    finished = store.finish_snapshot_chunk(planned, GtidSet.parse(f"{U}:1-9"), "file:///m.json", 42)
+    first = store.plan_snapshot("p", "run-1", ["db.b", "db.a"], 1)
+    assert (first.snapshot_id, first.tables, first.handoff_window) == ("000001", ("db.a", "db.b"), 1)
+    assert store.plan_snapshot("p", "run-1", ["db.c"], 7) == first  # a re-run gets the recorded decision
+    second = store.plan_snapshot("p", "run-2", ["db.a"], 4)
+    assert second.snapshot_id == "000002"
+    assert store.plan_snapshot("q", "run-1", ["db.a"], 1).snapshot_id == "000001"
+    assert [s.snapshot_id for s in store.list_snapshots("p")] == ["000001", "000002"]
+    assert store.snapshot_for_run("p", "run-3") is None
+
+
+def test_snapshot_chunks_are_planned_once_per_table_and_finished_once(store_url: str) -> None:
+    store = FrontierStore.from_url(store_url)
+    planned = store.plan_snapshot_table("p", "000001", "db.t", ['{"range": 0}', '{"range": 1}'])
+    assert [(c.chunk_no, c.chunk, c.is_finished) for c in planned] == [
+        (0, '{"range": 0}', False),
+        (1, '{"range": 1}', False),
+    ]
+    # A second plan of the same table (e.g. a re-run after the data changed) returns the first one.
+    assert store.plan_snapshot_table("p", "000001", "db.t", ['{"range": "other"}']) == planned
+    finished = store.finish_snapshot_chunk(planned[0], GtidSet.parse(f"{U}:1-9"), "file:///m.json", 42)
     assert finished.is_finished
     assert (finished.frontier, finished.rows) == (GtidSet.parse(f"{U}:1-9"), 42)
+    assert store.get_snapshot_chunk("p", "000001", "db.t", 0) == finished
     with pytest.raises(FrontierConflictError, match="finished by another attempt first"):
-        FrontierStore.from_url(store_url).finish_snapshot_chunk(planned, GtidSet.parse(f"{U}:1-10"), "x", 1)
-    store.plan_snapshot_chunk("p", "s1", "db.t", 1, '{"range": [100, null]}')
+        FrontierStore.from_url(store_url).finish_snapshot_chunk(planned[0], GtidSet.parse(f"{U}:1-10"), "x", 1)
     assert [c.chunk_no for c in store.snapshot_chunks("p", "db.t")] == [0, 1]
     assert store.snapshot_chunks("p", "db.other") == []
 
 
-def test_a_version_1_store_gains_the_snapshot_chunks_table(store_url: str) -> None:
+def test_a_version_1_store_gains_the_snapshot_tables(store_url: str) -> None:
     engine = sa.create_engine(store_url)
-    old_tables = [table for name, table in store_version_table.metadata.tables.items() if name != "cdc_snapshot_chunks"]
+    new_tables = ("cdc_snapshot_chunks", "cdc_snapshots")
+    old_tables = [table for name, table in store_version_table.metadata.tables.items() if name not in new_tables]
     store_version_table.metadata.create_all(engine, tables=old_tables)
     with engine.begin() as connection:
         connection.execute(store_version_table.insert().values(version=1, installed_at=datetime.now(UTC)))
     store = FrontierStore.from_url(store_url)
-    store.plan_snapshot_chunk("p", "s1", "db.t", 0, "{}")
+    store.plan_snapshot("p", "run-1", ["db.t"], 1)
+    store.plan_snapshot_table("p", "000001", "db.t", ["{}"])
     with engine.begin() as connection:
         versions = sorted(row.version for row in connection.execute(sa.select(store_version_table.c.version)))
-    assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 2
+    assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 3

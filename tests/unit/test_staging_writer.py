@@ -1,13 +1,22 @@
-"""WindowStagingWriter on the local filesystem: bounded buffering, atomic publish, discard."""
+"""The staging writers on the local filesystem: bounded buffering, atomic publish, discard, snapshot chunks."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from airflow_provider_mysql_cdc.capture.staging_writer import WindowStagingWriter, read_manifest, verify_manifest_files
-from airflow_provider_mysql_cdc.core.staging import StagingManifest, cdc_seq
+from airflow_provider_mysql_cdc.capture.staging_writer import (
+    StagingWriter,
+    WindowStagingWriter,
+    new_attempt_token,
+    read_manifest,
+    read_manifest_in,
+    verify_manifest_files,
+)
+from airflow_provider_mysql_cdc.core.staging import CorruptStagingError, StagingManifest, cdc_seq, snapshot_chunk_dir
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
 
 SCHEMA = arrow_schema([ColumnSpec("id", "int", primary_key=True)])
@@ -73,3 +82,58 @@ def test_a_new_attempt_deletes_the_debris_of_a_crashed_one(tmp_path: Path) -> No
     assert len(names) == 2
     assert names[0].startswith("00000002-") and names[0] != Path(crashed.tmp_dir).name
     assert names[1] == Path(other_window.tmp_dir).name
+
+
+def test_a_snapshot_chunk_publishes_batches_under_its_attempt_directory(tmp_path: Path) -> None:
+    attempt = new_attempt_token()
+    final = snapshot_chunk_dir("p", "000001", "db", "t", 2, attempt)
+    writer = StagingWriter(
+        str(tmp_path), final, "p/snapshots/_tmp", "000001.db.t.00002-", label="chunk", attempt=attempt
+    )
+    ids = pa.array(range(5), pa.int32())
+    batch = pa.RecordBatch.from_arrays(
+        [
+            ids,
+            pa.nulls(5, SCHEMA.field("_cdc_invalid_values").type),
+            pa.array(["r"] * 5),
+            pa.nulls(5, pa.string()),
+            pa.array(range(5), pa.int64()),
+            pa.nulls(5, pa.timestamp("us", tz="UTC")),
+        ],
+        schema=SCHEMA,
+    )
+    writer.add_batch("db", "t", 1, SCHEMA, batch, "r", 4)
+    writer.add_batch("db", "t", 1, SCHEMA, batch.slice(0, 0), "r", 4)  # an empty batch is ignored
+    files = writer.finish()
+    assert [(f.rows, f.first_seq, f.last_seq, dict(f.op_counts)["r"]) for f in files] == [(5, 0, 4, 5)]
+    manifest = StagingManifest(
+        pipeline="p",
+        window_id=0,
+        lower="",
+        upper="",
+        cutoff_rule="snapshot",
+        cutoff_value="000001",
+        transactions=0,
+        first_commit_ts_us=None,
+        last_commit_ts_us=None,
+        files=tuple(files),
+        kind="snapshot",
+        snapshot_id="000001",
+        chunk={"database": "db", "table": "t", "chunk_no": 2},
+        attempt=attempt,
+        handoff_window=1,
+    )
+    uri = writer.publish(manifest)
+    assert uri == f"{tmp_path}/p/snapshots/000001/db.t/chunk-00002-{attempt}/_manifest.json"
+    published = read_manifest_in(str(tmp_path), final)
+    assert published == StagingManifest.from_json(manifest.to_json(), "here")
+    verify_manifest_files(str(tmp_path), manifest)
+    assert pq.read_table(tmp_path / final / files[0].path).column("id").to_pylist() == list(range(5))
+
+
+def test_a_snapshot_manifest_without_its_chunk_identity_is_corrupt() -> None:
+    text = StagingManifest("p", 0, "", "", "snapshot", "1", 0, None, None, kind="snapshot").to_json()
+    with pytest.raises(CorruptStagingError, match="lacks its chunk identity"):
+        StagingManifest.from_json(text, "m.json")
+    with pytest.raises(CorruptStagingError, match="unknown manifest kind"):
+        StagingManifest.from_json(text.replace('"kind": "snapshot"', '"kind": "mystery"'), "m.json")
