@@ -63,8 +63,8 @@ from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
     TransientCdcError,
 )
-from airflow_provider_mysql_cdc.mysql.client import connection_to, query
-from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
+from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
+from airflow_provider_mysql_cdc.mysql.introspection import run_preflight, selected_tables
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,8 @@ class _WindowReader:
         self.position = 0
         self.rows = 0
         self.skipped_rows = 0
+        #: Purged GTIDs past the lower bound that the snapshots hold: the window starts after them.
+        self.covered = GtidSet()
         self.approx_bytes = 0
         self.transactions = 0
         self.seen = GtidSet()
@@ -426,25 +428,58 @@ def _read(
     """One pass over the binlog from the window's lower bound until the bound is reached."""
     handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
     state = _WindowReader(request, store, window, bound, writer, handoffs)
+    if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
+        state.covered = _purged_but_in_snapshots(request, source, window, handoffs)
+    start = window.lower | state.covered
     # Transactions the window must contain before it may end: its bound (catch_up, re-read) or,
     # for data_interval, everything committed when the task started (unless the cut-off comes first).
     must_reach = bound.gtids if bound.gtids is not None else _server_state(source)[0]
-    needed = must_reach - window.lower
+    needed = must_reach - start
     remaining = len(needed)
     if remaining == 0:
         return state  # nothing was committed past the lower bound: an empty window, no stream needed
     try:
-        _stream(request, source, window, bound, state, needed, remaining, clock)
+        _stream(request, source, start, bound, state, needed, remaining, clock)
     finally:
         handoffs.close()
     state.log_progress(force=True)
     return state
 
 
+def _purged_but_in_snapshots(
+    request: CaptureRequest, source: MySqlConnectionConfig, window: WindowRecord, handoffs: HandoffRules
+) -> GtidSet:
+    """The purged GTIDs past the window's lower bound, when every selected table was re-snapshotted
+    past them (the window then starts after them); empty when nothing is purged past the bound.
+
+    Raises :class:`BinlogPurgedError` naming the tables still to re-snapshot otherwise."""
+    with connection_to(source) as connection:
+        purged = GtidSet.parse(str(query_value(connection, source, "SELECT @@GLOBAL.gtid_purged") or ""))
+        missing = purged - window.lower
+        if not missing:
+            return GtidSet()
+        tables = selected_tables(connection, source, request.tables)
+    uncovered = [name for name in tables if not missing <= handoffs.covered.get(name, GtidSet())]
+    if uncovered:
+        raise BinlogPurgedError(
+            f"pipeline {request.pipeline!r} window {window.window_id}: the server has purged {missing} "
+            f"(gtid_purged minus the window's lower bound {str(window.lower) or '(empty)'}), which the pipeline "
+            "never read. Re-snapshot the selected tables whose snapshot does not hold them yet (run the "
+            f"snapshot with resnapshot={uncovered!r}), then re-run this capture: it continues after the "
+            "purged transactions"
+        )
+    log.warning(
+        "window %s: %s is purged but every selected table's snapshot holds it; reading from after it",
+        window.window_id,
+        missing,
+    )
+    return missing
+
+
 def _stream(
     request: CaptureRequest,
     source: MySqlConnectionConfig,
-    window: WindowRecord,
+    start: GtidSet,
     bound: WindowBound,
     state: _WindowReader,
     needed: GtidSet,
@@ -452,9 +487,10 @@ def _stream(
     clock: Callable[[], float],
 ) -> None:
     idle_since: float | None = None
+    window_id = state.window.window_id
     with BinlogReader(
         source,
-        after=window.lower,
+        after=start,
         replica_server_id=request.replica_server_id,
         only_tables=request.tables.matches,
     ) as reader:
@@ -470,7 +506,7 @@ def _stream(
                 if not bound.exact:
                     cap = request.caps.reached(state.rows, state.approx_bytes, state.transactions)
                     if cap is not None:
-                        log.info("window %s ends early on a transaction boundary: %s reached", window.window_id, cap)
+                        log.info("window %s ends early on a transaction boundary: %s reached", window_id, cap)
                         break
                 state.start_transaction(item)
             elif isinstance(item, Idle):
@@ -479,7 +515,7 @@ def _stream(
                 idle_since = idle_since or clock()
                 if clock() - idle_since > MISSING_TRANSACTIONS_TIMEOUT_SECONDS:
                     raise WindowIncompleteError(
-                        f"window {window.window_id}: transactions {needed - state.seen_set()} did not arrive "
+                        f"window {window_id}: transactions {needed - state.seen_set()} did not arrive "
                         "from the server; retry the task"
                     )
             elif state.current is None:
@@ -538,7 +574,7 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
         writer.discard()
         raise
     files = writer.finish()
-    upper = window.lower | state.seen_set()
+    upper = window.lower | state.covered | state.seen_set()
     manifest = StagingManifest(
         pipeline=request.pipeline,
         window_id=window.window_id,
@@ -553,6 +589,7 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
         schemas=tuple(state.schemas[key] for key in sorted(state.schemas)),
         truncates=tuple(state.truncates),
         ddl=tuple(state.ddl),
+        covered_by_snapshots=str(state.covered),
     )
     if window.is_published:
         if window.upper != upper:

@@ -90,9 +90,16 @@ class TableHandoff:
 class HandoffRules:
     """The hand-offs a window applies, with a lazily opened connection for the server's comparisons."""
 
-    def __init__(self, handoffs: dict[tuple[str, str], TableHandoff], source: MySqlConnectionConfig) -> None:
+    def __init__(
+        self,
+        handoffs: dict[tuple[str, str], TableHandoff],
+        source: MySqlConnectionConfig,
+        covered: dict[str, GtidSet] | None = None,
+    ) -> None:
         self.handoffs = handoffs
         self.source = source
+        #: For every ``db.table`` a snapshot governs: the GTIDs all of its chunks hold.
+        self.covered = covered or {}
         self._connection: Connection[Any] | None = None
         self._collations: dict[tuple[str, str], list[tuple[str | None, str | None]]] = {}
         self.server_lookups = 0
@@ -174,6 +181,7 @@ def load_handoffs(
             for table_name in snapshot.tables:
                 governing[table_name] = snapshot.snapshot_id
     handoffs: dict[tuple[str, str], TableHandoff] = {}
+    covered: dict[str, GtidSet] = {}
     for table_name, snapshot_id in sorted(governing.items()):
         records = [r for r in store.snapshot_chunks(pipeline, table_name) if r.snapshot_id == snapshot_id]
         unfinished = [r.chunk_no for r in records if not r.is_finished]
@@ -191,8 +199,9 @@ def load_handoffs(
             [SnapshotChunk.from_json(json.loads(r.chunk)) for r in records],
             [f for f in frontiers if f is not None],
         )
+        covered[table_name] = handoff.in_every_chunk
         if handoff.in_some_chunk <= lower:
             continue  # the window starts after every chunk's frontier: nothing of it can be skipped
         handoffs[(handoff.database, handoff.table)] = handoff
         log.info("window %s skips what snapshot %s of %s holds", window_id, snapshot_id, table_name)
-    return HandoffRules(handoffs, source)
+    return HandoffRules(handoffs, source, covered)

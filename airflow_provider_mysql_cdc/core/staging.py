@@ -146,6 +146,9 @@ class StagingManifest:
     attempt: str | None = None
     #: Capture skips this chunk's already-snapshotted changes in windows from this id on.
     handoff_window: int | None = None
+    #: Windows only: purged GTIDs past ``lower`` that every selected table's snapshot holds; the
+    #: window did not read them (they are part of ``upper``).
+    covered_by_snapshots: str = ""
 
     def relative_dir(self) -> str:
         """The manifest's directory relative to the staging root."""

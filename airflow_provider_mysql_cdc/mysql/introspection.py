@@ -18,6 +18,7 @@ from airflow_provider_mysql_cdc.core.preflight import (
     TableName,
     evaluate,
 )
+from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
 
 if TYPE_CHECKING:
@@ -113,3 +114,14 @@ def run_preflight(
     with connection_to(config) as connection:
         facts = read_server_facts(connection, config, with_tables=bool(table_patterns))
     return evaluate(facts, table_patterns, min_binlog_retention_seconds=min_binlog_retention_seconds)
+
+
+def selected_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> list[str]:
+    """``db.table`` of every base table the selection matches, sorted."""
+    rows = query(
+        connection,
+        source,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+        "AND TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema')",
+    )
+    return sorted(f"{db}.{table}" for db, table in rows if selection.matches(str(db), str(table)))

@@ -75,7 +75,7 @@ from airflow_provider_mysql_cdc.errors import (
     TransientCdcError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, query
-from airflow_provider_mysql_cdc.mysql.introspection import read_gtid_executed, run_preflight
+from airflow_provider_mysql_cdc.mysql.introspection import read_gtid_executed, run_preflight, selected_tables
 from airflow_provider_mysql_cdc.snapshot.row_reading import (
     SNAPSHOT_SESSION_STATEMENTS,
     SnapshotRowConverter,
@@ -207,19 +207,6 @@ def _check_server_settings(source: MySqlConnectionConfig) -> None:
 def _session(connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig) -> None:
     for statement in SNAPSHOT_SESSION_STATEMENTS:
         query(connection, source, statement)
-
-
-def selected_tables(
-    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, selection: TableSelection
-) -> list[str]:
-    """``db.table`` of every base table the selection matches, sorted."""
-    rows = query(
-        connection,
-        source,
-        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
-        "AND TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema')",
-    )
-    return sorted(f"{db}.{table}" for db, table in rows if selection.matches(str(db), str(table)))
 
 
 def _split_name(table_name: str) -> tuple[str, str]:

@@ -152,9 +152,8 @@ def test_purged_binlog_reuses_published_windows_and_refuses_new_ones(
         capture_window(run("run-3"), server.cdc, store)
     assert isinstance(raised.value, TerminalCdcError)
     message = str(raised.value)
-    assert f"the server has purged {missing} (gtid_purged minus the frontier)" in message
-    assert f"after the pipeline's frontier {second.upper}" in message
-    assert "re-snapshot the affected tables" in message
+    assert f"the server has purged {missing} (gtid_purged minus the window's lower bound {second.upper})" in message
+    assert "run the snapshot with resnapshot=['faults_purge.t']), then re-run this capture" in message
     assert server.cdc.password not in message
 
     # (c) The failed run's window stays planned, without manifest or leftover files.

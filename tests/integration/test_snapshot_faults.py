@@ -1,22 +1,28 @@
-"""Snapshot chunks that crash: a chunk task SIGKILLed while it streams rows is completed by the next
-attempt, which deletes the dead attempt's files and stages exactly the chunk's rows."""
+"""Snapshots and failures: a chunk task SIGKILLed while it streams rows is completed by the next
+attempt (which deletes the dead attempt's files and stages exactly the chunk's rows), and purged
+binlogs are recovered by re-snapshotting the selected tables."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogPurgedError
+from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import TableSelection
-from tests.conftest import REPO_ROOT
-from tests.integration.snapshot_pipeline import SnapshotPipeline
-from tests.mysql_servers import MySqlTestServer
+from tests.conftest import INSTANCE_PREFIX, REPO_ROOT
+from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state
+from tests.mysql_servers import MySqlTestServer, running_local
 
 pytestmark = pytest.mark.mysql
 
@@ -108,3 +114,68 @@ def test_a_sigkilled_chunk_is_redone_by_the_next_attempt(mysql_server: MySqlTest
     rows = pipeline.snapshot_rows("000001", "snap_kill.t")
     assert [row["id"] for row in rows] == list(range(1, 200_001))
     assert all(row["payload"] == chr(65 + row["id"] % 26) * 150 for row in rows)
+
+
+@pytest.fixture(scope="module")
+def purge_server() -> Iterator[MySqlTestServer]:
+    """A server of this module's own: its binlogs are purged."""
+    with running_local(f"{INSTANCE_PREFIX}-snapshot-purge") as server:
+        yield server
+
+
+def test_purged_binlogs_are_recovered_by_re_snapshotting_every_selected_table(
+    purge_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    server = purge_server
+    server.execute(
+        "CREATE DATABASE snap_purge",
+        "CREATE TABLE snap_purge.a (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE snap_purge.b (name VARCHAR(10) PRIMARY KEY, v INT)",
+        "INSERT INTO snap_purge.a VALUES " + ", ".join(f"({i}, {i})" for i in range(100)),
+        "INSERT INTO snap_purge.b VALUES " + ", ".join(f"('n{i:03d}', {i})" for i in range(100)),
+    )
+    pipeline = SnapshotPipeline(server, tmp_path, "purged", TableSelection.of("snap_purge.*"), chunk_rows=30)
+    pipeline.snapshot("run-1")
+    server.execute("UPDATE snap_purge.a SET v = 0 WHERE id < 10", "DELETE FROM snap_purge.b WHERE v > 90")
+    first = pipeline.capture("run-1")
+
+    # Changes the pipeline never reads: their binlog is purged.
+    server.execute(
+        "INSERT INTO snap_purge.a VALUES (500, 5)",
+        "UPDATE snap_purge.b SET v = -1 WHERE v < 5",
+        "DELETE FROM snap_purge.a WHERE id BETWEEN 20 AND 30",
+        "FLUSH BINARY LOGS",
+    )
+    current = str(server.execute("SHOW BINARY LOG STATUS")[0][0])
+    server.execute(f"PURGE BINARY LOGS TO '{current}'")
+    missing = GtidSet.parse(str(server.execute("SELECT @@GLOBAL.gtid_purged")[0][0])) - first.upper
+    assert len(missing) == 3
+
+    with pytest.raises(BinlogPurgedError, match=re.escape("resnapshot=['snap_purge.a', 'snap_purge.b']")):
+        pipeline.capture("run-2")
+    pipeline.snapshot("run-2", resnapshot=("snap_purge.a",))
+    with pytest.raises(BinlogPurgedError, match=re.escape("resnapshot=['snap_purge.b']")):
+        pipeline.capture("run-2")
+    pipeline.snapshot("run-2-b", resnapshot=("snap_purge.b",))  # a new run: run-2's snapshot is decided
+    server.execute("UPDATE snap_purge.a SET v = 7 WHERE id = 1", "INSERT INTO snap_purge.b VALUES ('zz', 1)")
+    second = pipeline.capture("run-2")
+    assert second.window_id == 2 and second.lower == first.upper
+    assert missing <= second.upper
+    manifest = read_manifest(str(pipeline.staging), "purged", 2)
+    assert manifest is not None and GtidSet.parse(manifest.covered_by_snapshots) == missing
+    server.execute("DELETE FROM snap_purge.a WHERE id = 500", "UPDATE snap_purge.b SET name = 'a00' WHERE name = 'zz'")
+    third = pipeline.capture("run-3")
+
+    for table, snapshot_id, key, columns in (
+        ("a", "000002", ["id"], ["id", "v"]),
+        ("b", "000003", ["name"], ["name", "v"]),
+    ):
+        name = f"snap_purge.{table}"
+        assert pipeline.table_manifest(snapshot_id, name)["handoff_window"] == 2
+        state = replay(
+            pipeline.snapshot_rows(snapshot_id, name),
+            [pipeline.window_rows(w.window_id, name) for w in (second, third)],
+            key,
+            columns,
+        )
+        assert state == source_state(server, name, key, columns), name
