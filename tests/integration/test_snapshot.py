@@ -289,3 +289,38 @@ def test_a_resnapshot_of_one_table_leaves_the_other_tables_and_past_windows_alon
     ).read_bytes() == names_manifest
     # A clear of a window from before the re-snapshot re-reads it identically.
     assert pipeline.capture("run-2").as_xcom() == windows[1].as_xcom()
+
+
+def test_a_table_that_starts_matching_later_is_snapshotted_alone(mysql_server: MySqlTestServer, tmp_path: Path) -> None:
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS snap_later",
+        "CREATE DATABASE snap_later",
+        "CREATE TABLE snap_later.a (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE snap_later.b (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO snap_later.a VALUES (1, 1), (2, 2)",
+        "INSERT INTO snap_later.b VALUES (1, 1), (2, 2)",
+    )
+    only_a = SnapshotPipeline(mysql_server, tmp_path, "later", TableSelection.of("snap_later.a"))
+    assert only_a.plan("run-1").tables == ("snap_later.a",)
+    only_a.snapshot("run-1")
+    mysql_server.execute("UPDATE snap_later.b SET v = 9", "INSERT INTO snap_later.a VALUES (3, 3)")
+    first = only_a.capture("run-1")
+    assert set(first.table_counts) == {"snap_later.a"}
+
+    both = SnapshotPipeline(mysql_server, tmp_path, "later", TableSelection.of("snap_later.*"))
+    plan = both.plan("run-2")
+    assert (plan.snapshot_id, plan.tables) == ("000002", ("snap_later.b",))
+    both.snapshot("run-2")
+    mysql_server.execute("DELETE FROM snap_later.b WHERE id = 1", "INSERT INTO snap_later.b VALUES (3, 3)")
+    second = both.capture("run-2")
+    for name, snapshot_id, windows in (
+        ("snap_later.a", "000001", [first, second]),
+        ("snap_later.b", "000002", [second]),
+    ):
+        state = replay(
+            both.snapshot_rows(snapshot_id, name),
+            [both.window_rows(w.window_id, name) for w in windows],
+            ["id"],
+            ["id", "v"],
+        )
+        assert state == source_state(mysql_server, name, ["id"], ["id", "v"]), name
