@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pymysql
 import pymysql.cursors
 
@@ -42,7 +43,6 @@ from airflow_provider_mysql_cdc.capture.staging_writer import (
 )
 from airflow_provider_mysql_cdc.core.chunks import (
     Key,
-    KeyRange,
     SnapshotChunk,
     next_boundary_query,
     plan_snapshot_chunks,
@@ -473,8 +473,13 @@ def _record_for(
 
 def _finished_result(staging_uri: str, record: SnapshotChunkRecord) -> ChunkResult:
     assert record.frontier is not None and record.manifest_uri is not None
-    relative = record.manifest_uri[len(staging_uri.rstrip("/")) + 1 : -len(MANIFEST_NAME) - 1]
-    manifest = read_manifest_in(staging_uri, relative)
+    prefix, suffix = staging_uri.rstrip("/") + "/", "/" + MANIFEST_NAME
+    if not (record.manifest_uri.startswith(prefix) and record.manifest_uri.endswith(suffix)):
+        raise ConfigurationError(
+            f"chunk {record.chunk_no} of {record.table_name} (snapshot {record.snapshot_id}) was staged at "
+            f"{record.manifest_uri}, outside staging_uri {staging_uri!r}; use the staging_uri it was planned with"
+        )
+    manifest = read_manifest_in(staging_uri, record.manifest_uri[len(prefix) : -len(suffix)])
     if manifest is None:
         raise CorruptStagingError(
             f"chunk {record.chunk_no} of {record.table_name} (snapshot {record.snapshot_id}) is finished but "
@@ -718,14 +723,23 @@ def write_table_manifest_when_complete(
             for r in records
         ),
     )
-    relative = f"{snapshot_table_dir(snapshot.pipeline, snapshot.snapshot_id, database, table)}/{MANIFEST_NAME}"
+    table_dir = snapshot_table_dir(snapshot.pipeline, snapshot.snapshot_id, database, table)
+    relative = f"{table_dir}/{MANIFEST_NAME}"
     existing = read_text(staging_uri, relative)
     text = manifest.to_json()
-    if existing is not None and existing[0] == text:
-        return prefix + relative
-    return write_text_atomically(staging_uri, relative, text)
+    if existing is None or existing[0] != text:
+        write_text_atomically(staging_uri, relative, text)
+    _delete_unreferenced_attempts(staging_uri, table_dir, {chunk["manifest"] for chunk in manifest.chunks})
+    return prefix + relative
 
 
-def chunk_range(record: SnapshotChunkRecord) -> KeyRange:
-    """The key range of a chunk record."""
-    return SnapshotChunk.from_json(json.loads(record.chunk)).key_range
+def _delete_unreferenced_attempts(staging_uri: str, table_dir: str, referenced_manifests: set[str]) -> None:
+    """Chunk directories no finished record points at (a crash between publish and finish, a lost
+    race) are deleted once the table is complete: nothing can refer to them any more."""
+    filesystem, root = open_staging(staging_uri)
+    keep = {manifest.rsplit("/", 1)[0] for manifest in referenced_manifests}
+    for info in filesystem.get_file_info(pafs.FileSelector(f"{root}/{table_dir}", allow_not_found=True)):
+        relative = info.path[len(root) + 1 :]
+        if info.type == pafs.FileType.Directory and info.base_name.startswith("chunk-") and relative not in keep:
+            log.info("deleting %s: no finished chunk refers to it", info.path)
+            filesystem.delete_dir(info.path)

@@ -108,9 +108,15 @@ def test_a_sigkilled_chunk_is_redone_by_the_next_attempt(mysql_server: MySqlTest
     assert not record.is_finished
     assert not (pipeline.staging / "killed" / "snapshots" / "000001" / "snap_kill.t" / "_manifest.json").exists()
 
+    # What a crash between publishing a chunk and recording it finished leaves behind.
+    orphan = pipeline.staging / "killed" / "snapshots" / "000001" / "snap_kill.t" / "chunk-00000-0123456789ab"
+    orphan.mkdir(parents=True)
+    (orphan / "_manifest.json").write_text("{}")
+
     results = [pipeline.run_chunk("run-1", argument) for argument in plan.mapped_arguments()]
     assert [r.rows for r in results] == [100_000, 100_000]
     assert tmp_parts(pipeline.staging, "killed") == []  # the dead attempt's files are gone
+    assert not orphan.exists()  # unreferenced once the table is complete
     rows = pipeline.snapshot_rows("000001", "snap_kill.t")
     assert [row["id"] for row in rows] == list(range(1, 200_001))
     assert all(row["payload"] == chr(65 + row["id"] % 26) * 150 for row in rows)
