@@ -675,23 +675,28 @@ class FrontierStore:
     def schema_version(
         self, pipeline: str, table_name: str, fingerprint: str, columns: list[dict[str, Any]], gtid: str | None
     ) -> int:
-        """The version number of a table schema (by fingerprint), assigning the next one on first sight."""
+        """The version number of a table schema (by fingerprint), assigning the next one on first sight.
+
+        Parallel snapshot chunks of a new table meet the same schema at once: when another writer
+        recorded it first, its number is returned; only a different schema taking the same number
+        concurrently raises :class:`FrontierConflictError` (retry).
+        """
         select = sa.select(schema_history_table.c.schema_version).where(
             schema_history_table.c.pipeline == pipeline,
             schema_history_table.c.table_name == table_name,
             schema_history_table.c.fingerprint == fingerprint,
         )
-        with self._transaction() as connection:
-            version = connection.execute(select).scalar()
-            if version is not None:
-                return int(version)
-            latest = connection.execute(
-                sa.select(sa.func.max(schema_history_table.c.schema_version)).where(
-                    schema_history_table.c.pipeline == pipeline, schema_history_table.c.table_name == table_name
-                )
-            ).scalar()
-            new_version = int(latest or 0) + 1
-            try:
+        try:
+            with self._transaction() as connection:
+                version = connection.execute(select).scalar()
+                if version is not None:
+                    return int(version)
+                latest = connection.execute(
+                    sa.select(sa.func.max(schema_history_table.c.schema_version)).where(
+                        schema_history_table.c.pipeline == pipeline, schema_history_table.c.table_name == table_name
+                    )
+                ).scalar()
+                new_version = int(latest or 0) + 1
                 connection.execute(
                     schema_history_table.insert().values(
                         pipeline=pipeline,
@@ -703,10 +708,15 @@ class FrontierStore:
                         recorded_at=_now(),
                     )
                 )
-            except sa.exc.IntegrityError:
-                raise FrontierConflictError(
-                    f"pipeline {pipeline!r}: schema of {table_name} was recorded concurrently; retry"
-                ) from None
+        except (sa.exc.IntegrityError, sa.exc.OperationalError) as exc:
+            with self._transaction() as connection:
+                version = connection.execute(select).scalar()
+            if version is not None:
+                return int(version)
+            raise FrontierConflictError(
+                f"pipeline {pipeline!r}: another schema of {table_name} was recorded concurrently "
+                f"({type(exc).__name__}); retry"
+            ) from None
         return new_version
 
     def record_ddl(self, pipeline: str, gtid: str, database: str, statement: str, window_id: int) -> None:

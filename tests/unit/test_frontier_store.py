@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -142,3 +143,27 @@ def test_a_version_1_store_gains_the_snapshot_tables(store_url: str) -> None:
     with engine.begin() as connection:
         versions = sorted(row.version for row in connection.execute(sa.select(store_version_table.c.version)))
     assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 3
+
+
+def test_parallel_writers_of_a_new_schema_agree_on_its_version(store_url: str) -> None:
+    FrontierStore.from_url(store_url).ensure_schema()
+    barrier = threading.Barrier(6)
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def record() -> None:
+        store = FrontierStore.from_url(store_url)
+        store.ensure_schema()
+        barrier.wait()
+        try:
+            results.append(store.schema_version("p", "db.t", "f" * 64, [{"name": "id"}], None))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=record) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert results == [1] * 6
