@@ -136,6 +136,8 @@ class _OpenFile:
     schema_version: int
     columns: list[list[Any]]
     counter: OpCounter = field(default_factory=OpCounter)
+    #: Whole batches (``add_batch``) not written yet; they precede the buffered ``columns``.
+    batches: list[pa.RecordBatch] = field(default_factory=list)
 
     def buffered_rows(self) -> int:
         return len(self.columns[0]) if self.columns else 0
@@ -222,18 +224,28 @@ class StagingWriter:
         op: str,
         seq: int,
     ) -> None:
-        """Write a whole record batch (``schema``'s columns) of rows of one op whose ``_cdc_seq`` values
-        are consecutive and end at ``seq``; rows added before it to the same file come first."""
+        """Add a whole record batch (``schema``'s columns) of rows of one op whose ``_cdc_seq`` values
+        are consecutive and end at ``seq``. Batches are written together as row groups of about
+        ``row_group_rows`` rows, after any rows added before them to the same file."""
         if batch.num_rows == 0:
             return
         key = (database, table, schema_version)
         staged = self._files.get(key) or self._open(database, table, schema_version, schema)
-        self._flush(staged)
+        if staged.buffered_rows():
+            self._flush(staged)  # rows added before the batch go first
+        staged.batches.append(batch)
+        staged.counter.add(op, seq, batch.num_rows)
+        if sum(b.num_rows for b in staged.batches) >= self.row_group_rows:
+            self._write_batches(staged)
+
+    def _write_batches(self, staged: _OpenFile) -> None:
+        if not staged.batches:
+            return
         try:
-            staged.writer.write_batch(batch)
+            staged.writer.write_table(pa.Table.from_batches(staged.batches, schema=staged.schema).combine_chunks())
         except OSError as exc:
             raise StagingWriteError(f"cannot write {staged.tmp_path}: {exc}") from None
-        staged.counter.add(op, seq, batch.num_rows)
+        staged.batches = []
 
     def _open(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> _OpenFile:
         relative = data_file_name(database, table, schema_version, 0)
@@ -248,6 +260,7 @@ class StagingWriter:
         return staged
 
     def _flush(self, staged: _OpenFile) -> None:
+        self._write_batches(staged)
         if not staged.buffered_rows():
             return
         arrays = [pa.array(column, type=f.type) for column, f in zip(staged.columns, staged.schema, strict=True)]

@@ -316,17 +316,16 @@ class SnapshotRowConverter:
         out.append(invalid)
         return tuple(out)
 
-    def convert_columns(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    def convert_columns(self, rows: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
         """A batch of fetched rows as staged columns: the table's columns then ``_cdc_invalid_values``;
         the same values as :meth:`convert` row by row, computed a column at a time."""
         if not rows:
-            return [[] for _ in range(len(self._plan) + 1)]
+            return [() for _ in range(len(self._plan) + 1)]
         if len(rows[0]) != len(self._plan):
             raise TerminalCdcError(f"row has {len(rows[0])} columns, the table {len(self._plan)}")
         invalid: list[dict[str, str] | None] = [None] * len(rows)
-        out: list[list[Any]] = []
-        for position, (name, convert, may_be_invalid) in enumerate(self._plan):
-            fetched = [row[position] for row in rows]
+        out: list[Sequence[Any]] = []
+        for (name, convert, may_be_invalid), fetched in zip(self._plan, zip(*rows, strict=True), strict=True):
             if convert is None:
                 out.append(fetched)
                 continue

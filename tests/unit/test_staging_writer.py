@@ -102,10 +102,12 @@ def test_a_snapshot_chunk_publishes_batches_under_its_attempt_directory(tmp_path
         ],
         schema=SCHEMA,
     )
-    writer.add_batch("db", "t", 1, SCHEMA, batch, "r", 4)
-    writer.add_batch("db", "t", 1, SCHEMA, batch.slice(0, 0), "r", 4)  # an empty batch is ignored
+    writer.row_group_rows = 8
+    for last_seq in (4, 9, 14):
+        writer.add_batch("db", "t", 1, SCHEMA, batch, "r", last_seq)
+    writer.add_batch("db", "t", 1, SCHEMA, batch.slice(0, 0), "r", 14)  # an empty batch is ignored
     files = writer.finish()
-    assert [(f.rows, f.first_seq, f.last_seq, dict(f.op_counts)["r"]) for f in files] == [(5, 0, 4, 5)]
+    assert [(f.rows, f.first_seq, f.last_seq, dict(f.op_counts)["r"]) for f in files] == [(15, 0, 14, 15)]
     manifest = StagingManifest(
         pipeline="p",
         window_id=0,
@@ -128,7 +130,10 @@ def test_a_snapshot_chunk_publishes_batches_under_its_attempt_directory(tmp_path
     published = read_manifest_in(str(tmp_path), final)
     assert published == StagingManifest.from_json(manifest.to_json(), "here")
     verify_manifest_files(str(tmp_path), manifest)
-    assert pq.read_table(tmp_path / final / files[0].path).column("id").to_pylist() == list(range(5))
+    assert pq.read_table(tmp_path / final / files[0].path).column("id").to_pylist() == list(range(5)) * 3
+    # Batches are grouped into row groups of at least row_group_rows rows, whatever their size.
+    metadata = pq.ParquetFile(tmp_path / final / files[0].path).metadata
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [10, 5]
 
 
 def test_a_snapshot_manifest_without_its_chunk_identity_is_corrupt() -> None:
