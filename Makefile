@@ -9,12 +9,12 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo bench-capture constraints clean
+.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo bench-capture bench-snapshot constraints clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
-	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | constraints | clean"
+	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | constraints | clean"
 
 venv: $(VENV)/.installed
 
@@ -59,6 +59,12 @@ demo: venv mysql-install
 BENCH_ROWS ?= 500000
 bench-capture: venv mysql-install
 	$(PY) benchmarks/capture.py --rows $(BENCH_ROWS)
+
+# Snapshot throughput (chunks on parallel worker processes), peak memory and table-lock time against
+# mysqldump (own MySQL instance).
+BENCH_SNAPSHOT_ROWS ?= 1000000
+bench-snapshot: venv mysql-install
+	$(PY) benchmarks/snapshot.py --rows $(BENCH_SNAPSHOT_ROWS)
 
 # Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
 constraints:

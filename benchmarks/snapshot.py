@@ -1,0 +1,626 @@
+"""Snapshot throughput: this project's chunked snapshot engine against ``mysqldump``.
+
+What it measures, in one run on one table:
+
+1. **Load** (not timed for the comparison). A table ``bench.snap`` with nine mixed columns (BIGINT
+   key, INT, VARCHAR, DECIMAL, DATETIME(6), DOUBLE with NULLs, TINYINT, TEXT and JSON, both with
+   NULLs) receives ``--rows N`` rows (ids 1..N) with deterministic values computed by the server:
+   ``INSERT ... SELECT`` over a recursive CTE, 100,000 rows a statement, through the admin (root)
+   account with ``sql_log_bin = 0`` (the snapshot does not read the binlog). ``ANALYZE TABLE`` and a
+   full scan follow, so both readers find the table in the buffer pool.
+2. **Snapshot** (phase ``snapshot``): a coordinator process starts ``--workers`` worker processes
+   (``multiprocessing``, spawn: fresh interpreters, like Airflow's mapped task instances), each of
+   which imports the engine and opens the SQLite ``FrontierStore`` before the clock starts. The clock
+   covers ``plan_snapshot`` (preflight, key boundaries, chunk records; in the coordinator, like the
+   planning task) and every chunk of ``SnapshotPlan.mapped_arguments()`` run by ``snapshot_chunk`` in
+   the workers (each worker takes the next chunk when it is done with one, like mapped tasks on
+   ``--workers`` slots): per chunk the short ``LOCK TABLES ... READ``, the consistent-snapshot
+   read, Arrow conversion, Parquet (zstd) files in a temporary staging directory, the chunk manifest,
+   the store update and, after the last chunk, the table manifest. All connections use the ``cdc``
+   account over TCP (TLS, as the server offers it). A chunk that fails with the transient
+   ``FrontierConflictError`` (two chunk tasks raced on a metadata record) is run again in the same
+   worker, at most twice, as Airflow would retry the task; such retries are counted
+   (``conflict_retries`` on the detail line) and their time counts.
+3. **mysqldump** (phase ``mysqldump``): the bundled ``mysqldump`` (run through the MySQL prefix's
+   loader, see ``scripts/local_mysql.py``) with ``--single-transaction --quick --skip-lock-tables
+   --set-gtid-purged=OFF --no-tablespaces`` dumps ``bench snap`` as the admin account over TCP to
+   127.0.0.1 (TLS as offered; password in ``MYSQL_PWD``, never on the command line) into a file; the
+   clock covers the whole ``mysqldump`` process.
+
+``peak_rss_mb`` is the largest peak RSS (``getrusage(RUSAGE_SELF).ru_maxrss``) of the snapshot's
+processes: every worker and the coordinator report their own, the per-process figures are printed on
+an earlier line. ``mysqldump``'s own peak RSS (from ``wait4``) is printed on an earlier line too.
+``max_lock_ms`` is the largest ``ChunkResult.lock_ms``: how long a chunk held ``LOCK TABLES ...
+READ`` (writers of the table wait that long at most).
+
+The benchmark fails (exit code 1) unless both saw exactly N rows: the chunk results' row counts must
+add up to N, and the Parquet files listed by the table manifest
+(``{staging}/bench/snapshots/{snapshot_id}/bench.snap/_manifest.json``, via each chunk's manifest)
+must hold N rows with ids adding up to N(N+1)/2; the dump's ``INSERT`` tuples are counted and their
+ids summed the same way.
+
+Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-snapshot``; see
+``scripts/local_mysql.py``)::
+
+    .venv/bin/python benchmarks/snapshot.py --rows 1000000
+    .venv/bin/python benchmarks/snapshot.py --rows 1000000 --workers 1 --chunk-rows 100000
+    .venv/bin/python benchmarks/snapshot.py --rows 200000 --profile   # plus a cProfile'd chunk
+    .venv/bin/python benchmarks/snapshot.py --mysql-url mysql://root:PASSWORD@127.0.0.1:3306
+
+``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped
+and re-created; the ``cdc`` account is created if missing, password from
+``MYSQL_CDC_TEST_CDC_PASSWORD``, default ``cdc-test-pw``; ``mysqldump`` is still the bundled one).
+The server needs the settings listed in the README (GTIDs, ROW binlog, FULL row image and metadata).
+
+The last line printed is always::
+
+    snapshot rows=<n> rows_per_s=<x> mysqldump_rows_per_s=<y> ratio=<x/y> peak_rss_mb=<m> max_lock_ms=<l>
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would).
+import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
+from airflow_provider_mysql_cdc.snapshot.engine import DEFAULT_CHUNK_ROWS, DEFAULT_FETCH_ROWS  # noqa: E402
+
+DATABASE = "bench"
+TABLE = "snap"
+PIPELINE = "bench"
+ROWS_PER_STATEMENT = 100_000
+INSTANCE_NAME = "bench-snapshot"
+DEFAULT_WORKERS = 2
+#: Server options of the local instance: a buffer pool that holds the whole table (both readers read
+#: it from memory) and no fsync per commit, so the load is quick.
+LOCAL_SETTINGS = {
+    "innodb_buffer_pool_size": "1G",
+    "innodb_flush_log_at_trx_commit": "2",
+    "sync_binlog": "0",
+}
+PHASE_TIMEOUT_SECONDS = 3_600
+WORKER_START_TIMEOUT_SECONDS = 300
+#: Times a chunk is retried after ``FrontierConflictError`` (transient: two chunk tasks raced on a
+#: metadata record), as Airflow would retry the mapped task; retries are counted and printed.
+CONFLICT_RETRIES = 2
+CREATE_TABLE = f"""CREATE TABLE {DATABASE}.{TABLE} (
+    id BIGINT NOT NULL PRIMARY KEY,
+    a INT NOT NULL,
+    b VARCHAR(64) NOT NULL,
+    c DECIMAL(12,2) NOT NULL,
+    d DATETIME(6) NOT NULL,
+    e DOUBLE NULL,
+    f TINYINT NOT NULL,
+    g TEXT NULL,
+    h JSON NULL
+)"""
+#: The values of row ``n`` (deterministic; ``e`` NULL every 10th row, ``g`` every 7th, ``h`` every 11th).
+ROW_EXPRESSIONS = {
+    "id": "n",
+    "a": "(n * 2654435761) % 4294967296 - 2147483648",
+    "b": "CONCAT('name-', LPAD(n, 10, '0'), '-', LPAD((n * 7919) % 1000003, 7, '0'), REPEAT('x', n % 32))",
+    "c": "((n * 104729) % 10000000000 DIV 100) + (n % 100) / 100",
+    "d": "TIMESTAMP('2024-01-01 00:00:00') + INTERVAL n * 37 SECOND + INTERVAL (n * 7919) % 1000000 MICROSECOND",
+    "e": "IF(n % 10 = 0, NULL, CAST(n AS DOUBLE) / 7 - 1000)",
+    "f": "n % 256 - 128",
+    "g": "IF(n % 7 = 0, NULL, CONCAT('note ', n, ': ', REPEAT('lorem ipsum ', n % 8)))",
+    "h": "IF(n % 11 = 0, NULL, JSON_OBJECT('n', n, 'tag', CONCAT('t', n % 13), 'even', n % 2 = 0))",
+}
+#: The first column of every row tuple of mysqldump's extended INSERTs (``VALUES (id,`` / ``),(id,``).
+_DUMP_TUPLE = re.compile(rb"(?:VALUES \(|\),\()(-?\d+),")
+
+
+class BenchmarkError(RuntimeError):
+    """The benchmark could not run or its results are wrong."""
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    """The server under test: an admin account for loading and dumping, the ``cdc`` account for the snapshot."""
+
+    admin: MySqlConnectionConfig
+    cdc: MySqlConnectionConfig
+    description: str
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def execute(config: MySqlConnectionConfig, *statements: str) -> list[tuple[Any, ...]]:
+    """Run statements on one autocommit connection; return the last one's rows."""
+    rows: list[tuple[Any, ...]] = []
+    connection = pymysql.connect(**config.pymysql_kwargs(), autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+                rows = list(cursor.fetchall())
+    finally:
+        connection.close()
+    return rows
+
+
+@contextlib.contextmanager
+def local_server() -> Iterator[Server]:
+    """A fresh local MySQL instance, destroyed (stopped by PID, data deleted) on exit."""
+    local_mysql.install()
+    local_mysql.LocalMySQL(INSTANCE_NAME, port=free_port()).destroy()  # leftovers of an interrupted run
+    instance = local_mysql.LocalMySQL(INSTANCE_NAME, port=free_port(), settings=LOCAL_SETTINGS)
+    try:
+        instance.start()
+        admin = MySqlConnectionConfig(instance.host, instance.port, "root", instance.root_password)
+        cdc = MySqlConnectionConfig(instance.host, instance.port, local_mysql.CDC_USER, instance.cdc_password)
+        yield Server(admin, cdc, f"local instance {INSTANCE_NAME!r} on {instance.host}:{instance.port}")
+    finally:
+        instance.destroy()
+
+
+@contextlib.contextmanager
+def existing_server(url: str) -> Iterator[Server]:
+    """The server named by ``mysql://USER:PASSWORD@HOST:PORT`` (an admin account), with a ``cdc`` account."""
+    parts = urlsplit(url)
+    if parts.scheme != "mysql":
+        raise BenchmarkError(f"--mysql-url must look like mysql://root:PASSWORD@HOST:PORT, not {parts.scheme}://...")
+    admin = MySqlConnectionConfig(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""),
+    )
+    cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
+    execute(
+        admin,
+        f"CREATE USER IF NOT EXISTS 'cdc'@'%' IDENTIFIED BY '{cdc_password}'",
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc'@'%'",
+        f"GRANT SELECT, LOCK TABLES ON {DATABASE}.* TO 'cdc'@'%'",
+    )
+    cdc = MySqlConnectionConfig(admin.host, admin.port, local_mysql.CDC_USER, cdc_password)
+    yield Server(admin, cdc, f"existing server {admin.address}")
+
+
+# -- the load -----------------------------------------------------------------------------------
+
+
+def insert_statement(block: int, rows: int) -> str:
+    """``INSERT ... SELECT`` of ids ``block * 100000 + 1`` up to the next block (at most ``rows``)."""
+    first_high = block * (ROWS_PER_STATEMENT // 1_000)
+    last_high = first_high + ROWS_PER_STATEMENT // 1_000 - 1
+    columns = ", ".join(ROW_EXPRESSIONS)
+    values = ", ".join(f"{expression} AS {name}" for name, expression in ROW_EXPRESSIONS.items())
+    return (
+        f"INSERT INTO {DATABASE}.{TABLE} ({columns}) "
+        "WITH RECURSIVE low (n) AS (SELECT CAST(0 AS SIGNED) UNION ALL SELECT n + 1 FROM low WHERE n < 999), "
+        f"high (n) AS (SELECT CAST({first_high} AS SIGNED) UNION ALL SELECT n + 1 FROM high WHERE n < {last_high}) "
+        f"SELECT {values} FROM (SELECT high.n * 1000 + low.n + 1 AS n FROM high CROSS JOIN low) AS s "
+        f"WHERE s.n <= {int(rows)}"
+    )
+
+
+def load(admin: MySqlConnectionConfig, rows: int) -> tuple[float, int, float]:
+    """(Re)create the table and fill it; returns (seconds, statements, table megabytes)."""
+    execute(admin, f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}", CREATE_TABLE)
+    started = time.perf_counter()
+    statements = 0
+    connection = pymysql.connect(**admin.pymysql_kwargs(), autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION sql_log_bin = 0")
+            for block in range((rows + ROWS_PER_STATEMENT - 1) // ROWS_PER_STATEMENT):
+                cursor.execute(insert_statement(block, rows))
+                statements += 1
+            cursor.execute(f"ANALYZE TABLE {DATABASE}.{TABLE}")
+            cursor.fetchall()
+            cursor.execute(f"SELECT COUNT(*), SUM(id) FROM {DATABASE}.{TABLE}")  # also warms the buffer pool
+            count, id_sum = cursor.fetchone() or (0, 0)
+            cursor.execute(
+                "SELECT DATA_LENGTH FROM information_schema.TABLES "
+                f"WHERE TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = '{TABLE}'"
+            )
+            data_length = (cursor.fetchone() or (0,))[0]
+    finally:
+        connection.close()
+    if int(count) != rows or int(id_sum or 0) != rows * (rows + 1) // 2:
+        raise BenchmarkError(f"the load left {count} rows (id sum {id_sum}) in {DATABASE}.{TABLE}, expected {rows}")
+    return time.perf_counter() - started, statements, int(data_length or 0) / 1e6
+
+
+# -- the snapshot phase (a coordinator process and its workers) ---------------------------------
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kilobytes
+
+
+def _cdc_config(spec: dict[str, Any]) -> MySqlConnectionConfig:
+    return MySqlConnectionConfig(spec["host"], int(spec["port"]), spec["user"], spec["password"])
+
+
+def _snapshot_request(spec: dict[str, Any]) -> Any:
+    from airflow_provider_mysql_cdc.core.windows import TableSelection
+    from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest
+
+    return SnapshotRequest(
+        pipeline=PIPELINE,
+        run_id="bench-run",
+        staging_uri=spec["staging_dir"],
+        tables=TableSelection.of(f"{DATABASE}.*"),
+        chunk_rows=int(spec["chunk_rows"]),
+        fetch_rows=int(spec["fetch_rows"]),
+    )
+
+
+#: A worker process's request, connection settings and store (set by :func:`_worker_init`).
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(spec: dict[str, Any], ready: Any) -> None:
+    """Worker start-up, before the clock: imports, the request, the store; then wait for the others."""
+    from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
+
+    store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
+    store.ensure_schema()
+    _WORKER.update(request=_snapshot_request(spec), config=_cdc_config(spec), store=store)
+    ready.wait(WORKER_START_TIMEOUT_SECONDS)
+
+
+def _worker_chunk(argument: dict[str, Any]) -> dict[str, Any]:
+    """One mapped chunk task: ``snapshot_chunk`` on one element of ``mapped_arguments()``."""
+    from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
+    from airflow_provider_mysql_cdc.snapshot.engine import snapshot_chunk
+    from airflow_provider_mysql_cdc.store.frontier_store import FrontierConflictError
+
+    started = time.perf_counter()
+    chunk = SnapshotChunk.from_json(argument["chunk"])
+    retries = 0
+    while True:
+        try:
+            result = snapshot_chunk(
+                _WORKER["request"], argument["snapshot_id"], chunk, _WORKER["config"], _WORKER["store"]
+            )
+            break
+        except FrontierConflictError as exc:  # a transient error: Airflow would retry the mapped task
+            if retries >= CONFLICT_RETRIES:
+                raise
+            retries += 1
+            print(f"chunk {chunk.chunk_no}: {exc} (retry {retries})", file=sys.stderr, flush=True)
+    return {
+        "pid": os.getpid(),
+        "chunk_no": result.chunk_no,
+        "rows": result.rows,
+        "lock_ms": result.lock_ms,
+        "reused": result.reused,
+        "retries": retries,
+        "seconds": time.perf_counter() - started,
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def snapshot_phase(spec: dict[str, Any]) -> dict[str, Any]:
+    """Plan, then run every chunk on ``workers`` worker processes; the clock covers both."""
+    from airflow_provider_mysql_cdc.snapshot.engine import plan_snapshot
+    from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
+
+    workers = int(spec["workers"])
+    store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
+    store.ensure_schema()  # once, before the workers open the same file
+    request = _snapshot_request(spec)
+    config = _cdc_config(spec)
+    context = multiprocessing.get_context("spawn")
+    ready = context.Barrier(workers + 1)
+    with context.Pool(workers, initializer=_worker_init, initargs=(spec, ready)) as pool:
+        ready.wait(WORKER_START_TIMEOUT_SECONDS)
+        baseline = _peak_rss_mb()
+        started = time.perf_counter()
+        plan = plan_snapshot(request, config, store)
+        planned = time.perf_counter()
+        chunks = list(pool.imap_unordered(_worker_chunk, plan.mapped_arguments(), chunksize=1))
+        seconds = time.perf_counter() - started
+    worker_rss: dict[str, float] = {}
+    for chunk in chunks:
+        worker_rss[str(chunk["pid"])] = max(worker_rss.get(str(chunk["pid"]), 0.0), float(chunk["peak_rss_mb"]))
+    return {
+        "snapshot_id": plan.snapshot_id,
+        "chunk_count": len(plan.chunks),
+        "chunks": sorted(chunks, key=lambda c: int(c["chunk_no"])),
+        "rows": sum(int(c["rows"]) for c in chunks),
+        "retries": sum(int(c["retries"]) for c in chunks),
+        "seconds": seconds,
+        "plan_seconds": planned - started,
+        "baseline_rss_mb": baseline,
+        "worker_peak_rss_mb": worker_rss,
+        "peak_rss_mb": 0.0,
+    }
+
+
+def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
+    """Plan (fresh store and staging), then the first chunk in this process under cProfile."""
+    import cProfile
+    import pstats
+
+    from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
+    from airflow_provider_mysql_cdc.snapshot.engine import plan_snapshot, snapshot_chunk
+    from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
+
+    store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
+    store.ensure_schema()
+    request = _snapshot_request(spec)
+    config = _cdc_config(spec)
+    plan = plan_snapshot(request, config, store)
+    argument = plan.mapped_arguments()[0]
+    chunk = SnapshotChunk.from_json(argument["chunk"])
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    result = snapshot_chunk(request, argument["snapshot_id"], chunk, config, store)
+    profiler.disable()
+    seconds = time.perf_counter() - started
+    print(f"--- cProfile of chunk 0 ({result.rows} rows, {seconds:.1f} s under the profiler) ---", file=sys.stderr)
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    return {"rows": result.rows, "seconds": seconds, "peak_rss_mb": 0.0}
+
+
+def run_phase_child(phase: str) -> int:
+    """Child side of ``--phase``: parameters from stdin, one JSON result line on stdout."""
+    spec = json.loads(sys.stdin.read())
+    if phase == "snapshot":
+        result = snapshot_phase(spec)
+    elif phase == "snapshot-profile":
+        result = snapshot_profile_phase(spec)
+    else:
+        raise BenchmarkError(f"unknown phase {phase!r}")
+    result["peak_rss_mb"] = _peak_rss_mb()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def run_phase(phase: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one phase in a fresh interpreter (so its peak RSS is its own); its stderr passes through."""
+    completed = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--phase", phase],
+        input=json.dumps(spec),
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=PHASE_TIMEOUT_SECONDS,
+        check=False,
+    )
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        raise BenchmarkError(f"phase {phase!r} failed with exit code {completed.returncode}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# -- the mysqldump phase ------------------------------------------------------------------------
+
+
+def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]:
+    """The bundled ``mysqldump`` (through the prefix's loader) dumping ``bench snap`` over TCP."""
+    return [
+        *local_mysql.tool_argv("mysqldump"),
+        "--no-defaults",  # must come first: no ~/.my.cnf
+        f"--character-sets-dir={local_mysql.prefix_dir() / 'usr/share/mysql/charsets'}",
+        "--protocol=TCP",
+        f"--host={admin.host}",
+        f"--port={admin.port}",
+        f"--user={admin.user}",
+        "--single-transaction",
+        "--quick",
+        "--skip-lock-tables",
+        "--set-gtid-purged=OFF",
+        "--no-tablespaces",
+        f"--result-file={result_file}",
+        DATABASE,
+        TABLE,
+    ]
+
+
+def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
+    """Time ``mysqldump`` (the whole process); its peak RSS comes from ``wait4``."""
+    env = local_mysql.tool_env()
+    env["MYSQL_PWD"] = admin.password
+    argv = mysqldump_argv(admin, result_file)
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace")
+    if process.returncode != 0:
+        raise BenchmarkError(f"mysqldump failed with exit code {process.returncode}: {stderr.strip()}")
+    rows = 0
+    id_sum = 0
+    with result_file.open("rb") as dump:
+        for line in dump:
+            if line.startswith(b"INSERT INTO "):
+                for match in _DUMP_TUPLE.finditer(line):
+                    rows += 1
+                    id_sum += int(match.group(1))
+    return {
+        "rows": rows,
+        "id_sum": id_sum,
+        "seconds": seconds,
+        "peak_rss_mb": usage.ru_maxrss / 1024.0,
+        "dump_mb": result_file.stat().st_size / 1e6,
+        "stderr": stderr.strip(),
+    }
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+
+def check_staging(staging_dir: str, snapshot: dict[str, Any], rows: int) -> tuple[int, float]:
+    """The table manifest's chunks, their Parquet row counts and staged ids must all match the load;
+    returns (Parquet files, megabytes)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    staging = Path(staging_dir)
+    table_manifest = staging / PIPELINE / "snapshots" / str(snapshot["snapshot_id"]) / f"{DATABASE}.{TABLE}"
+    table_manifest /= "_manifest.json"
+    if not table_manifest.is_file():
+        raise BenchmarkError(f"no table manifest {table_manifest}")
+    chunks = json.loads(table_manifest.read_text())["chunks"]
+    if len(chunks) != snapshot["chunk_count"]:
+        raise BenchmarkError(f"the table manifest lists {len(chunks)} chunks, the plan had {snapshot['chunk_count']}")
+    manifest_rows = sum(int(chunk["rows"]) for chunk in chunks)
+    parquet_rows = 0
+    id_sum = 0
+    files = 0
+    parquet_bytes = 0
+    for chunk in chunks:
+        chunk_dir = staging / Path(chunk["manifest"]).parent
+        manifest = json.loads((chunk_dir / "_manifest.json").read_text())
+        for staged in manifest["files"]:
+            path = chunk_dir / staged["path"]
+            ids = pq.read_table(path, columns=["id"]).column("id")
+            parquet_rows += len(ids)
+            id_sum += int(pc.sum(ids).as_py() or 0)
+            files += 1
+            parquet_bytes += path.stat().st_size
+    if manifest_rows != rows or parquet_rows != rows or id_sum != rows * (rows + 1) // 2:
+        raise BenchmarkError(
+            f"the table manifest counts {manifest_rows} rows, its Parquet files hold {parquet_rows} rows "
+            f"(id sum {id_sum}); expected {rows}"
+        )
+    return files, parquet_bytes / 1e6
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_rows: int, profile: bool) -> str:
+    """Load, run both phases (and the optional profiled chunk), check, print the details; return the
+    summary line (printed by :func:`main` once the server is gone, so that it is the very last line)."""
+    print(f"server: {server.description}, MySQL {execute(server.admin, 'SELECT VERSION()')[0][0]}", flush=True)
+    load_seconds, statements, table_mb = load(server.admin, rows)
+    print(
+        f"load rows={rows} statements={statements} seconds={load_seconds:.1f} table_data_mb={table_mb:.1f}",
+        flush=True,
+    )
+    expected_id_sum = rows * (rows + 1) // 2
+    with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as scratch:
+        dump = mysqldump_phase(server.admin, Path(scratch) / "dump.sql")
+        if dump["rows"] != rows or dump["id_sum"] != expected_id_sum:
+            raise BenchmarkError(f"the dump holds {dump['rows']} rows (id sum {dump['id_sum']}), expected {rows}")
+        dump_rate = rows / dump["seconds"]
+        print(
+            f"mysqldump rows={dump['rows']} seconds={dump['seconds']:.2f} rows_per_s={dump_rate:.0f} "
+            f"dump_mb={dump['dump_mb']:.1f} peak_rss_mb={dump['peak_rss_mb']:.1f}"
+            + (f" stderr={dump['stderr']!r}" if dump["stderr"] else ""),
+            flush=True,
+        )
+        Path(scratch, "dump.sql").unlink()
+        staging_dir = str(Path(scratch) / "staging")
+        spec = {
+            "host": server.cdc.host,
+            "port": server.cdc.port,
+            "user": server.cdc.user,
+            "password": server.cdc.password,
+            "staging_dir": staging_dir,
+            "store_path": str(Path(scratch) / "frontier.db"),
+            "workers": workers,
+            "chunk_rows": chunk_rows,
+            "fetch_rows": fetch_rows,
+        }
+        snapshot = run_phase("snapshot", spec)
+        if snapshot["rows"] != rows or any(chunk["reused"] for chunk in snapshot["chunks"]):
+            raise BenchmarkError(f"the snapshot staged {snapshot['rows']} rows, expected {rows}")
+        files, parquet_mb = check_staging(staging_dir, snapshot, rows)
+        if profile:
+            profiled = {
+                **spec,
+                "staging_dir": str(Path(scratch) / "staging-profile"),
+                "store_path": str(Path(scratch) / "frontier-profile.db"),
+            }
+            result = run_phase("snapshot-profile", profiled)
+            print(f"profiled chunk: {result['rows']} rows in {result['seconds']:.1f} s (timings below unaffected)")
+    rate = rows / snapshot["seconds"]
+    lock_times = [float(chunk["lock_ms"]) for chunk in snapshot["chunks"] if chunk["lock_ms"] is not None]
+    max_lock_ms = max(lock_times, default=0.0)
+    chunk_seconds = [float(chunk["seconds"]) for chunk in snapshot["chunks"]]
+    peak_rss = max([float(snapshot["peak_rss_mb"]), *snapshot["worker_peak_rss_mb"].values()])
+    worker_rss = " ".join(f"{mb:.1f}" for mb in snapshot["worker_peak_rss_mb"].values())
+    print(
+        f"snapshot detail: workers={workers} chunk_rows={chunk_rows} fetch_rows={fetch_rows} "
+        f"chunks={snapshot['chunk_count']} conflict_retries={snapshot['retries']} "
+        f"files={files} parquet_mb={parquet_mb:.1f} "
+        f"seconds={snapshot['seconds']:.2f} plan_seconds={snapshot['plan_seconds']:.2f} "
+        f"chunk_seconds_min/max={min(chunk_seconds):.2f}/{max(chunk_seconds):.2f} "
+        f"coordinator_peak_rss_mb={snapshot['peak_rss_mb']:.1f} worker_peak_rss_mb=[{worker_rss}] "
+        f"rss_after_imports_mb={snapshot['baseline_rss_mb']:.1f}",
+        flush=True,
+    )
+    return (
+        f"snapshot rows={rows} rows_per_s={rate:.0f} mysqldump_rows_per_s={dump_rate:.0f} "
+        f"ratio={rate / dump_rate:.3f} peak_rss_mb={peak_rss:.1f} max_lock_ms={max_lock_ms:.1f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows in bench.snap (default 1000000)")
+    parser.add_argument(
+        "--workers", type=int, default=DEFAULT_WORKERS, help=f"chunk worker processes (default {DEFAULT_WORKERS})"
+    )
+    parser.add_argument(
+        "--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help=f"rows per chunk (default {DEFAULT_CHUNK_ROWS})"
+    )
+    parser.add_argument(
+        "--fetch-rows", type=int, default=DEFAULT_FETCH_ROWS, help=f"rows per fetch (default {DEFAULT_FETCH_ROWS})"
+    )
+    parser.add_argument("--mysql-url", help="use this server (mysql://root:PASSWORD@HOST:PORT) instead of a local one")
+    parser.add_argument("--profile", action="store_true", help="also run a cProfile'd chunk (prints to stderr)")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phase:
+        return run_phase_child(args.phase)
+    for name in ("rows", "workers", "chunk_rows", "fetch_rows"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    try:
+        with existing_server(args.mysql_url) if args.mysql_url else local_server() as server:
+            summary = benchmark(server, args.rows, args.workers, args.chunk_rows, args.fetch_rows, args.profile)
+    except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    sys.stderr.flush()
+    print(summary, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
