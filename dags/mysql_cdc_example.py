@@ -1,9 +1,13 @@
 """Example pipeline ``mysql_cdc_example``: the DAG users copy.
 
-preflight (server settings and privileges) -> binlog inventory -> capture of the run's binlog window
-into Parquet staging. Snapshot and Spark apply join this DAG as they land. Connection
+preflight (server settings and privileges) -> binlog inventory -> snapshot plan -> snapshot (one
+mapped task per chunk) -> capture of the run's binlog window into Parquet staging. The plan picks
+the selected tables the pipeline has never snapshotted (all of them on its first run) plus those
+named in ``resnapshot``; when there are none the mapped snapshot task is skipped and capture runs
+anyway (``trigger_rule="none_failed"``). Spark apply joins this DAG as it lands. Connection
 ``mysql_cdc_default`` (``AIRFLOW_CONN_MYSQL_CDC_DEFAULT`` works). Override params with
-``airflow dags test mysql_cdc_example <date> --conf '{"tables": [...], "cutoff": "catch_up"}'``.
+``airflow dags test mysql_cdc_example <date> --conf '{"tables": [...], "cutoff": "catch_up"}'``;
+snapshot a table again with ``--conf '{"resnapshot": ["demo.orders"]}'``.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from airflow.sdk import DAG, Param, task
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.operators.capture import MySqlBinlogCaptureOperator
 from airflow_provider_mysql_cdc.operators.preflight import MySqlCdcPreflightOperator
+from airflow_provider_mysql_cdc.operators.snapshot import MySqlSnapshotOperator, MySqlSnapshotPlanOperator
 
 #: Local staging for the embedded demo; production pipelines point this at s3://, gs://, hdfs://...
 DEFAULT_STAGING_URI = str(Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "mysql_cdc" / "staging")
 
 with DAG(
     dag_id="mysql_cdc_example",
-    description="Batch CDC from MySQL: preflight, binlog inventory, binlog-window capture to Parquet staging",
+    description="Batch CDC from MySQL: preflight, binlog inventory, chunked snapshot, binlog-window capture to Parquet",
     schedule=timedelta(hours=1),
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -39,6 +44,12 @@ with DAG(
             enum=["data_interval", "catch_up"],
             description="window end: transactions committed before the run's data_interval_end, or everything now",
         ),
+        "resnapshot": Param(
+            [],
+            type="array",
+            description="'database.table' names or patterns of selected tables to snapshot again in this run",
+        ),
+        "chunk_rows": Param(250_000, type="integer", minimum=1, description="about this many rows per snapshot chunk"),
         "mysql_cdc_conn_id": Param("mysql_cdc_default", type="string"),
     },
     tags=["mysql-cdc", "example"],
@@ -55,6 +66,29 @@ with DAG(
         inventory = MySqlCdcHook(mysql_cdc_conn_id=conn_id).binlog_inventory()
         return inventory.as_xcom()
 
+    snapshot_plan = MySqlSnapshotPlanOperator(
+        task_id="snapshot_plan",
+        pipeline="{{ params.pipeline }}",
+        staging_uri="{{ params.staging_uri }}",
+        tables="{{ params.tables }}",
+        resnapshot="{{ params.resnapshot }}",
+        chunk_rows="{{ params.chunk_rows }}",
+        mysql_cdc_conn_id="{{ params.mysql_cdc_conn_id }}",
+    )
+
+    # One task per chunk; an empty plan marks the mapped task skipped. At most 4 chunks read the
+    # source at once per run.
+    snapshot = MySqlSnapshotOperator.partial(
+        task_id="snapshot",
+        pipeline="{{ params.pipeline }}",
+        staging_uri="{{ params.staging_uri }}",
+        tables="{{ params.tables }}",
+        mysql_cdc_conn_id="{{ params.mysql_cdc_conn_id }}",
+        max_active_tis_per_dagrun=4,
+        map_index_template="{{ task.snapshot_chunk.chunk.database }}.{{ task.snapshot_chunk.chunk.table }}"
+        " chunk {{ task.snapshot_chunk.chunk.chunk_no }}",
+    ).expand(snapshot_chunk=snapshot_plan.output)
+
     capture = MySqlBinlogCaptureOperator(
         task_id="capture",
         pipeline="{{ params.pipeline }}",
@@ -63,6 +97,8 @@ with DAG(
         cutoff="{{ params.cutoff }}",
         mysql_cdc_conn_id="{{ params.mysql_cdc_conn_id }}",
         depends_on_past=True,
+        # Runs after a skipped (empty) snapshot too; a failed chunk still stops it (upstream_failed).
+        trigger_rule="none_failed",
     )
 
-    preflight >> binlog_inventory("{{ params.mysql_cdc_conn_id }}") >> capture
+    preflight >> binlog_inventory("{{ params.mysql_cdc_conn_id }}") >> snapshot_plan >> snapshot >> capture

@@ -147,7 +147,11 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
     def execute(self, context: Context) -> list[dict[str, Any]]:
         source = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id).get_connection_config()
         request = self._request(
-            context, resnapshot=_patterns(self.resnapshot), chunk_rows=_positive_int(self.chunk_rows, "chunk_rows")
+            context,
+            resnapshot=_patterns(self.resnapshot),
+            chunk_rows=_positive_int(self.chunk_rows, "chunk_rows"),
+            # Airflow maps one task over at most this many chunks: checked before the plan is recorded.
+            max_chunks=conf.getint("core", "max_map_length", fallback=DEFAULT_MAX_MAP_LENGTH),
         )
         plan = plan_snapshot(request, source, metadata_store(self.metadata_conn_id))
         arguments = plan.mapped_arguments()
@@ -160,12 +164,6 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
                 plan.snapshot_id,
                 ", ".join(plan.tables),
                 len(arguments),
-            )
-        max_map_length = conf.getint("core", "max_map_length", fallback=DEFAULT_MAX_MAP_LENGTH)
-        if len(arguments) > max_map_length:
-            raise ConfigurationError(
-                f"snapshot {plan.snapshot_id} has {len(arguments)} chunks, more than Airflow maps one task over "
-                f"([core] max_map_length = {max_map_length}): raise AIRFLOW__CORE__MAX_MAP_LENGTH and clear this task"
             )
         return arguments
 

@@ -94,6 +94,7 @@ log = logging.getLogger(__name__)
 PROGRESS_EVERY_SECONDS = 5.0
 DEFAULT_CHUNK_ROWS = 250_000
 DEFAULT_FETCH_ROWS = 10_000
+DEFAULT_MAX_CHUNKS = 1024
 #: Seconds ``LOCK TABLES`` may wait for running transactions on the table before giving up; while
 #: it waits, MySQL queues new writers of the table behind it, so this is kept short.
 DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS = 10
@@ -141,11 +142,18 @@ class SnapshotRequest:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     fetch_rows: int = DEFAULT_FETCH_ROWS
     lock_wait_timeout_seconds: int = DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS
+    #: Most chunks one snapshot may have (Airflow maps at most ``[core] max_map_length`` tasks);
+    #: checked before the snapshot is recorded.
+    max_chunks: int = DEFAULT_MAX_CHUNKS
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):
             raise ConfigurationError(f"pipeline name {self.pipeline!r}: use letters, digits, '_', '.', '-'")
-        for name, value in (("chunk_rows", self.chunk_rows), ("fetch_rows", self.fetch_rows)):
+        for name, value in (
+            ("chunk_rows", self.chunk_rows),
+            ("fetch_rows", self.fetch_rows),
+            ("max_chunks", self.max_chunks),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
         if not 1 <= self.lock_wait_timeout_seconds <= 3600:
@@ -321,17 +329,18 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
             record = store.register_pipeline(request.pipeline, initial)
             log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
         snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
+        fresh_plans: dict[str, tuple[SnapshotChunk, ...]] = {}
         if snapshot is None:
-            snapshot = _new_snapshot(request, connection, source, store)
-            if snapshot is None:
+            decided = _new_snapshot(request, connection, source, store)
+            if decided is None:
                 return SnapshotPlan(request.pipeline, None, (), ())
+            snapshot, fresh_plans = decided
         chunks: list[SnapshotChunk] = []
         for table_name in snapshot.tables:
             records = store.snapshot_chunks(request.pipeline, table_name)
             planned = [r for r in records if r.snapshot_id == snapshot.snapshot_id]
             if not planned:
-                key_columns = find_key_columns(connection, source, table_name, request.key_columns)
-                table_chunks = plan_table_chunks(connection, source, table_name, key_columns, request.chunk_rows)
+                table_chunks = fresh_plans.get(table_name) or _plan_table(request, connection, source, table_name)
                 planned = store.plan_snapshot_table(
                     request.pipeline,
                     snapshot.snapshot_id,
@@ -348,7 +357,7 @@ def _new_snapshot(
     connection: pymysql.connections.Connection[Any],
     source: MySqlConnectionConfig,
     store: FrontierStore,
-) -> SnapshotRecord | None:
+) -> tuple[SnapshotRecord, dict[str, tuple[SnapshotChunk, ...]]] | None:
     existing = selected_tables(connection, source, request.tables)
     again = TableSelection.of(request.resnapshot) if request.resnapshot else None
     for pattern in request.resnapshot:
@@ -364,8 +373,17 @@ def _new_snapshot(
     if not tables:
         log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", request.pipeline)
         return None
-    for name in tables:  # refuse keyless tables before anything is recorded
-        find_key_columns(connection, source, name, request.key_columns)
+    # Keyless tables and plans too big for Airflow's mapping are refused before anything is recorded.
+    plans = {name: _plan_table(request, connection, source, name) for name in tables}
+    total = sum(len(chunks) for chunks in plans.values())
+    if total > request.max_chunks:
+        largest = max(plans, key=lambda name: len(plans[name]))
+        raise ConfigurationError(
+            f"pipeline {request.pipeline!r}: the snapshot of {len(tables)} tables needs {total} chunks of "
+            f"{request.chunk_rows} rows ({largest}: {len(plans[largest])}), more than max_chunks "
+            f"{request.max_chunks} (Airflow's [core] max_map_length); raise chunk_rows to at least "
+            f"{request.chunk_rows * -(-total // request.max_chunks)}"
+        )
     record = store.plan_snapshot(request.pipeline, request.run_id, tables, _handoff_window(store, request.pipeline))
     log.info(
         "pipeline %s: snapshot %s of %s (capture hands off from window %s)",
@@ -374,7 +392,17 @@ def _new_snapshot(
         ", ".join(record.tables),
         record.handoff_window,
     )
-    return record
+    return record, plans
+
+
+def _plan_table(
+    request: SnapshotRequest,
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+) -> tuple[SnapshotChunk, ...]:
+    key_columns = find_key_columns(connection, source, table_name, request.key_columns)
+    return plan_table_chunks(connection, source, table_name, key_columns, request.chunk_rows)
 
 
 # -- one chunk -------------------------------------------------------------------------------------

@@ -43,6 +43,17 @@ def _run_example(monkeypatch: pytest.MonkeyPatch, conn_json: str, tables: list[s
     return dag.test(run_conf={"tables": tables, **conf})
 
 
+def _forget_earlier_runs() -> None:
+    """Delete the example DAG's runs of earlier tests. Its capture task has ``depends_on_past``: after a
+    run whose capture did not succeed (the misconfigured-server test), ``dag.test()`` would wait forever."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete
+
+    with create_session() as session:  # task instances and XComs go with their runs (ON DELETE CASCADE)
+        session.execute(delete(DagRun).where(DagRun.dag_id == "mysql_cdc_example"))
+
+
 def _xcom(run: Any, task_id: str) -> Any:
     """The return value a task pushed, read back from Airflow's metadata database."""
     from airflow.models.xcom import XComModel
@@ -53,10 +64,32 @@ def _xcom(run: Any, task_id: str) -> Any:
         return XComModel.deserialize_value(row)
 
 
+def _mapped_xcoms(run: Any, task_id: str) -> dict[int, Any]:
+    """The return values of a mapped task's instances, by map index."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(XComModel).where(
+        XComModel.run_id == run.run_id, XComModel.task_id == task_id, XComModel.key == "return_value"
+    )
+    with create_session() as session:
+        return {row.map_index: XComModel.deserialize_value(row) for row in session.scalars(query)}
+
+
+def _states(run: Any) -> dict[tuple[str, int], str | None]:
+    """Each task instance's state, by task id and map index (-1: not mapped, or mapped over nothing)."""
+    return {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
+
+
+UNMAPPED_TASKS = ("preflight", "binlog_inventory", "snapshot_plan", "capture")
+
+
 @pytest.mark.mysql
 def test_example_dag_captures_consecutive_windows(
     airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    _forget_earlier_runs()
     mysql_server.execute(
         "DROP DATABASE IF EXISTS dagcap",
         "CREATE DATABASE dagcap",
@@ -64,8 +97,10 @@ def test_example_dag_captures_consecutive_windows(
     )
     conf = {"pipeline": "dagcap", "staging_uri": str(tmp_path / "staging"), "cutoff": "catch_up"}
     first = _run_example(monkeypatch, mysql_server.airflow_conn_json(), ["dagcap.*"], **conf)
-    states = {ti.task_id: ti.state for ti in first.get_task_instances()}
-    assert states == {"preflight": "success", "binlog_inventory": "success", "capture": "success"}, states
+    states = _states(first)
+    # The empty table is snapshotted once (one chunk, no rows) before the first window.
+    assert states == {**{(task, -1): "success" for task in UNMAPPED_TASKS}, ("snapshot", 0): "success"}, states
+    assert _mapped_xcoms(first, "snapshot")[0]["rows"] == 0
     assert _xcom(first, "capture")["transactions"] == 0
 
     mysql_server.execute("INSERT INTO dagcap.t VALUES (1, 'a'), (2, 'b')", "DELETE FROM dagcap.t WHERE id = 1")
@@ -89,5 +124,68 @@ def test_example_dag_fails_on_a_misconfigured_server(
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["preflight"] == "failed"
     assert states["binlog_inventory"] == "upstream_failed"
-    assert states["capture"] == "upstream_failed"
+    assert states["snapshot_plan"] == "upstream_failed"
+    assert states["snapshot"] == "upstream_failed"
+    assert states["capture"] == "upstream_failed"  # none_failed: an upstream failure still stops capture
     assert run.state == "failed"
+
+
+@pytest.mark.mysql
+def test_example_dag_snapshots_existing_rows_in_mapped_chunks_then_only_what_is_asked(
+    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _forget_earlier_runs()
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS dagsnap",
+        "CREATE DATABASE dagsnap",
+        "CREATE TABLE dagsnap.big (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE dagsnap.small (code VARCHAR(8) PRIMARY KEY, n INT)",
+        "INSERT INTO dagsnap.big VALUES " + ", ".join(f"({i}, 'v{i}')" for i in range(1, 26)),
+        "INSERT INTO dagsnap.small VALUES ('a', 1), ('b', 2), ('c', 3)",
+    )
+    conf = {"pipeline": "dagsnap", "staging_uri": str(tmp_path / "staging"), "cutoff": "catch_up", "chunk_rows": 10}
+
+    # First run of a fresh pipeline: every selected table is snapshotted, one mapped task per chunk.
+    first = _run_example(monkeypatch, mysql_server.airflow_conn_json(), ["dagsnap.*"], **conf)
+    assert first.state == "success"
+    states = _states(first)
+    chunk_states = {index: state for (task, index), state in states.items() if task == "snapshot"}
+    assert len(chunk_states) >= 2 and set(chunk_states.values()) == {"success"}, states
+    assert all(states[(task, -1)] == "success" for task in UNMAPPED_TASKS), states
+    plan = _xcom(first, "snapshot_plan")
+    chunks = _mapped_xcoms(first, "snapshot")
+    assert sorted(chunks) == list(range(len(plan))) == sorted(chunk_states)
+    assert len({chunk["snapshot_id"] for chunk in chunks.values()}) == 1
+    first_snapshot = chunks[0]["snapshot_id"]
+    rows = {"dagsnap.big": 0, "dagsnap.small": 0}
+    for chunk in chunks.values():
+        rows[chunk["table"]] += chunk["rows"]
+    assert rows == {"dagsnap.big": 25, "dagsnap.small": 3}
+    assert len([chunk for chunk in chunks.values() if chunk["table"] == "dagsnap.big"]) >= 3
+    assert all(Path(chunk["manifest_uri"]).is_file() for chunk in chunks.values())
+    labels = {ti.map_index: ti.rendered_map_index for ti in first.get_task_instances() if ti.task_id == "snapshot"}
+    assert labels == {index: f"{chunk['table']} chunk {chunk['chunk_no']}" for index, chunk in chunks.items()}
+    assert _xcom(first, "capture")["rows_by_table"] == {}
+
+    # Nothing left to snapshot: the mapped task expands over nothing (skipped) and capture still runs.
+    mysql_server.execute("INSERT INTO dagsnap.big VALUES (100, 'new')")
+    second = _run_example(monkeypatch, mysql_server.airflow_conn_json(), ["dagsnap.*"], **conf)
+    assert second.state == "success"
+    states = _states(second)
+    assert states[("snapshot", -1)] == "skipped"
+    assert [key for key in states if key[0] == "snapshot"] == [("snapshot", -1)]
+    assert _xcom(second, "snapshot_plan") == []
+    assert _mapped_xcoms(second, "snapshot") == {}
+    assert states[("capture", -1)] == "success"
+    assert _xcom(second, "capture")["rows_by_table"] == {"dagsnap.big": {"r": 0, "c": 1, "u": 0, "d": 0}}
+
+    # resnapshot of one table: a new snapshot of that table only.
+    third = _run_example(
+        monkeypatch, mysql_server.airflow_conn_json(), ["dagsnap.*"], **conf, resnapshot=["dagsnap.small"]
+    )
+    assert third.state == "success"
+    again = _mapped_xcoms(third, "snapshot")
+    assert {chunk["table"] for chunk in again.values()} == {"dagsnap.small"}
+    assert {chunk["snapshot_id"] for chunk in again.values()} == {f"{int(first_snapshot) + 1:06d}"}
+    assert sum(chunk["rows"] for chunk in again.values()) == 3
+    assert _states(third)[("capture", -1)] == "success"

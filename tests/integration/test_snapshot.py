@@ -324,3 +324,19 @@ def test_a_table_that_starts_matching_later_is_snapshotted_alone(mysql_server: M
             ["id", "v"],
         )
         assert state == source_state(mysql_server, name, ["id"], ["id", "v"]), name
+
+
+def test_a_plan_with_more_chunks_than_airflow_can_map_is_refused_before_it_is_recorded(
+    mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS snap_many",
+        "CREATE DATABASE snap_many",
+        "CREATE TABLE snap_many.t (id INT PRIMARY KEY)",
+        "INSERT INTO snap_many.t VALUES " + ", ".join(f"({i})" for i in range(10)),
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "many", TableSelection.of("snap_many.*"), max_chunks=3)
+    with pytest.raises(ConfigurationError, match=r"needs 5 chunks of 2 rows .* raise chunk_rows to at least 4"):
+        pipeline.plan("run-1", chunk_rows=2)
+    assert pipeline.store.list_snapshots("many") == []
+    assert len(pipeline.plan("run-1", chunk_rows=4).chunks) == 3
