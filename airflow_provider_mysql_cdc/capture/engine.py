@@ -145,7 +145,7 @@ class _TableVersion:
     converter: RowConverter
     schema: pa.Schema
     schema_version: int
-    primary_key_positions: tuple[int, ...]
+    primary_key_names: tuple[str, ...]
     info: SchemaVersionInfo
 
 
@@ -218,7 +218,7 @@ class _WindowReader:
             converter=RowConverter(specs),
             schema=arrow_schema(specs),
             schema_version=number,
-            primary_key_positions=tuple(i for i, spec in enumerate(specs) if spec.primary_key),
+            primary_key_names=primary_key,
             info=info,
         )
         self.versions[key] = version
@@ -268,15 +268,17 @@ class _WindowReader:
             elif item.kind == "delete":
                 self._stage_unless_snapshotted(item, version, "d", convert(row["values"]), handoff, key_at)
             else:
-                before, after = convert(row["before_values"]), convert(row["after_values"])
-                moved = any(before[i] != after[i] for i in version.primary_key_positions)
+                before, after = row["before_values"], row["after_values"]
+                moved = any(before.get(name) != after.get(name) for name in version.primary_key_names)
                 if key_at is not None:
-                    moved = moved or any(before[i] != after[i] for i in key_at)
+                    moved = moved or any(
+                        before.get(version.specs[i].name) != after.get(version.specs[i].name) for i in key_at
+                    )
                 if moved:
-                    self._stage_unless_snapshotted(item, version, "d", before, handoff, key_at)
-                    self._stage_unless_snapshotted(item, version, "c", after, handoff, key_at)
+                    self._stage_unless_snapshotted(item, version, "d", convert(before), handoff, key_at)
+                    self._stage_unless_snapshotted(item, version, "c", convert(after), handoff, key_at)
                 else:
-                    self._stage_unless_snapshotted(item, version, "u", after, handoff, key_at)
+                    self._stage_unless_snapshotted(item, version, "u", convert(after), handoff, key_at)
 
     def _stage_unless_snapshotted(
         self,
