@@ -59,12 +59,11 @@ from airflow_provider_mysql_cdc.core.windows import (
 )
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
-    PreflightFailedError,
     TerminalCdcError,
     TransientCdcError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
-from airflow_provider_mysql_cdc.mysql.introspection import run_preflight, selected_tables
+from airflow_provider_mysql_cdc.mysql.introspection import require_server_settings, selected_tables
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
@@ -535,17 +534,9 @@ def _stream(
                         break
 
 
-def _check_server_settings(source: MySqlConnectionConfig) -> None:
-    """Refuse to capture from a server whose binlog/GTID settings or replication grants do not fit CDC
-    (the preflight's server checks, one connection); the error's message is the preflight report."""
-    report = run_preflight(source)
-    if not report.ok:
-        raise PreflightFailedError(report.format())
-
-
 def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store: FrontierStore) -> CaptureResult:
     """Capture (or re-capture) the request's window and publish it; see the module docstring."""
-    _check_server_settings(source)
+    require_server_settings(source)
     window = _plan(request, store, source)
     bound = _bound(window, source)
     published = None

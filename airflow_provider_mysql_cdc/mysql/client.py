@@ -23,12 +23,14 @@ _AUTH_ERRORS = {1044, 1045, 1698, 2059, 2061}
 _UNREACHABLE_ERRORS = {2002, 2003, 2005, 2006, 2013, 2055}
 
 
-def _error_code(exc: BaseException) -> int | None:
+def error_code(exc: BaseException) -> int | None:
+    """The MySQL error number of a driver exception, or None."""
     args: tuple[Any, ...] = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
 
 
-def _error_text(exc: BaseException, config: MySqlConnectionConfig) -> str:
+def error_text(exc: BaseException, config: MySqlConnectionConfig) -> str:
+    """The driver exception's message, with the connection's password masked."""
     args: tuple[Any, ...] = getattr(exc, "args", ())
     text = str(args[1]) if len(args) > 1 else str(exc)
     if config.password:
@@ -41,8 +43,8 @@ def connect(config: MySqlConnectionConfig, **overrides: Any) -> Connection[Any]:
     try:
         connection: Connection[Any] = pymysql.connect(**{**config.pymysql_kwargs(), "autocommit": True, **overrides})
     except pymysql.err.OperationalError as exc:
-        code = _error_code(exc)
-        detail = _error_text(exc, config)
+        code = error_code(exc)
+        detail = error_text(exc, config)
         if code in _AUTH_ERRORS:
             raise MySqlAuthenticationError(
                 f"MySQL rejected {config.address}: {detail}. Check the connection's login and password "
@@ -84,13 +86,13 @@ def query(connection: Connection[Any], config: MySqlConnectionConfig, sql: str) 
             cursor.execute(sql)
             return list(cursor.fetchall())
     except pymysql.err.OperationalError as exc:
-        code = _error_code(exc)
+        code = error_code(exc)
         if code in _UNREACHABLE_ERRORS:
-            raise MySqlUnreachableError(f"lost MySQL at {config.address}: {_error_text(exc, config)}") from None
-        raise MySqlQueryError(f"{sql!r} failed on {config.address}: [{code}] {_error_text(exc, config)}") from None
+            raise MySqlUnreachableError(f"lost MySQL at {config.address}: {error_text(exc, config)}") from None
+        raise MySqlQueryError(f"{sql!r} failed on {config.address}: [{code}] {error_text(exc, config)}") from None
     except pymysql.err.MySQLError as exc:
-        code = _error_code(exc)
-        raise MySqlQueryError(f"{sql!r} failed on {config.address}: [{code}] {_error_text(exc, config)}") from None
+        code = error_code(exc)
+        raise MySqlQueryError(f"{sql!r} failed on {config.address}: [{code}] {error_text(exc, config)}") from None
 
 
 def query_value(connection: Connection[Any], config: MySqlConnectionConfig, sql: str) -> Any:

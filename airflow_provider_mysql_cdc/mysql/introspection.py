@@ -19,6 +19,7 @@ from airflow_provider_mysql_cdc.core.preflight import (
     evaluate,
 )
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.errors import PreflightFailedError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
 
 if TYPE_CHECKING:
@@ -114,6 +115,14 @@ def run_preflight(
     with connection_to(config) as connection:
         facts = read_server_facts(connection, config, with_tables=bool(table_patterns))
     return evaluate(facts, table_patterns, min_binlog_retention_seconds=min_binlog_retention_seconds)
+
+
+def require_server_settings(config: MySqlConnectionConfig) -> None:
+    """Refuse a server whose binlog/GTID settings or replication grants do not fit CDC (the
+    preflight's server checks, one connection); the error's message is the preflight report."""
+    report = run_preflight(config)
+    if not report.ok:
+        raise PreflightFailedError(report.format())
 
 
 def selected_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> list[str]:

@@ -70,12 +70,15 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MySqlQueryError,
-    PreflightFailedError,
     TerminalCdcError,
     TransientCdcError,
 )
-from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, query
-from airflow_provider_mysql_cdc.mysql.introspection import read_gtid_executed, run_preflight, selected_tables
+from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, error_code, error_text, query
+from airflow_provider_mysql_cdc.mysql.introspection import (
+    read_gtid_executed,
+    require_server_settings,
+    selected_tables,
+)
 from airflow_provider_mysql_cdc.snapshot.row_reading import (
     SNAPSHOT_SESSION_STATEMENTS,
     SnapshotRowConverter,
@@ -206,12 +209,6 @@ class ChunkResult:
 # -- planning --------------------------------------------------------------------------------------
 
 
-def _check_server_settings(source: MySqlConnectionConfig) -> None:
-    report = run_preflight(source)
-    if not report.ok:
-        raise PreflightFailedError(report.format())
-
-
 def _session(connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig) -> None:
     for statement in SNAPSHOT_SESSION_STATEMENTS:
         query(connection, source, statement)
@@ -321,7 +318,7 @@ def _handoff_window(store: FrontierStore, pipeline: str) -> int:
 
 def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store: FrontierStore) -> SnapshotPlan:
     """Decide and record the run's snapshot (once: a re-run returns the same chunks)."""
-    _check_server_settings(source)
+    require_server_settings(source)
     with connection_to(source) as connection:
         _session(connection, source)
         if store.get_pipeline(request.pipeline) is None:
@@ -408,22 +405,14 @@ def _plan_table(
 # -- one chunk -------------------------------------------------------------------------------------
 
 
-def _error_code(exc: BaseException) -> int | None:
-    args: tuple[Any, ...] = getattr(exc, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None
-
-
-def _driver_message(exc: BaseException) -> str:
-    args: tuple[Any, ...] = getattr(exc, "args", ())
-    return f"[{args[0]}] {args[-1]}" if len(args) > 1 else str(exc)
-
-
 def _execute(connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, sql: str) -> None:
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql)
     except pymysql.err.MySQLError as exc:
-        raise MySqlQueryError(f"{sql!r} failed on {source.address}: {_driver_message(exc)}") from exc
+        raise MySqlQueryError(
+            f"{sql!r} failed on {source.address}: [{error_code(exc)}] {error_text(exc, source)}"
+        ) from exc
 
 
 @dataclass
@@ -449,7 +438,7 @@ def _open_point_in_time(
             _execute(lock_connection, source, f"LOCK TABLES {table} READ")
             break
         except MySqlQueryError as exc:
-            code = _error_code(exc.__cause__) if exc.__cause__ else None
+            code = error_code(exc.__cause__) if exc.__cause__ else None
             if code == _ER_NO_SUCH_TABLE:
                 frontier = read_gtid_executed(lock_connection, source)
                 return _PointInTime(frontier, 0.0, table_exists=False)
@@ -684,7 +673,8 @@ def _stream_rows(
                 last_progress = now
     except pymysql.err.MySQLError as exc:
         raise MySqlQueryError(
-            f"reading chunk {chunk.chunk_no} of {table_name} failed on {source.address}: {_driver_message(exc)}"
+            f"reading chunk {chunk.chunk_no} of {table_name} failed on {source.address}: "
+            f"[{error_code(exc)}] {error_text(exc, source)}"
         ) from None
     finally:
         cursor.close()
