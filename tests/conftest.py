@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,11 @@ def airflow_home() -> Path:
     result = subprocess.run([str(airflow), "db", "migrate"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return AIRFLOW_TEST_HOME
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one local SparkSession (Iceberg catalogs ``lake`` and ``lake_other``) of the test run."""
+    from tests.spark_session import iceberg_session
+
+    yield from iceberg_session(tmp_path_factory.mktemp("iceberg-warehouse"), tmp_path_factory.mktemp("spark-warehouse"))

@@ -583,6 +583,7 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
         truncates=tuple(state.truncates),
         ddl=tuple(state.ddl),
         covered_by_snapshots=str(state.covered),
+        snapshots=dict(sorted(state.handoffs.governing.items())),
     )
     if window.is_published:
         if window.upper != upper:

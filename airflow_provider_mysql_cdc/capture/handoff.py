@@ -95,11 +95,14 @@ class HandoffRules:
         handoffs: dict[tuple[str, str], TableHandoff],
         source: MySqlConnectionConfig,
         covered: dict[str, GtidSet] | None = None,
+        governing: dict[str, str] | None = None,
     ) -> None:
         self.handoffs = handoffs
         self.source = source
         #: For every ``db.table`` a snapshot governs: the GTIDs all of its chunks hold.
         self.covered = covered or {}
+        #: For every ``db.table`` a snapshot governs: that snapshot's id (recorded in the manifest).
+        self.governing = governing or {}
         self._connection: Connection[Any] | None = None
         self._collations: dict[tuple[str, str], list[tuple[str | None, str | None]]] = {}
         self.server_lookups = 0
@@ -204,4 +207,4 @@ def load_handoffs(
             continue  # the window starts after every chunk's frontier: nothing of it can be skipped
         handoffs[(handoff.database, handoff.table)] = handoff
         log.info("window %s skips what snapshot %s of %s holds", window_id, snapshot_id, table_name)
-    return HandoffRules(handoffs, source, covered)
+    return HandoffRules(handoffs, source, covered, governing)

@@ -149,6 +149,9 @@ class StagingManifest:
     #: Windows only: purged GTIDs past ``lower`` that every selected table's snapshot holds; the
     #: window did not read them (they are part of ``upper``).
     covered_by_snapshots: str = ""
+    #: Windows only: ``db.table`` -> id of the snapshot that governs the table in this window (the
+    #: state the window's changes of that table apply to); tables no snapshot governs are absent.
+    snapshots: Mapping[str, str] = field(default_factory=dict)
 
     def relative_dir(self) -> str:
         """The manifest's directory relative to the staging root."""
@@ -216,6 +219,61 @@ class StagingManifest:
             raise CorruptStagingError(
                 f"manifest {where} is corrupt or was edited ({exc}); delete the window's staging directory "
                 "and re-run its capture task to rewrite it"
+            ) from None
+        return manifest
+
+
+@dataclass(frozen=True)
+class SnapshotTableManifest:
+    """A table's finished snapshot: each chunk's key range, frontier and manifest (what apply loads).
+
+    Published at ``snapshots/{snapshot_id}/{db}.{table}/_manifest.json`` once every chunk is
+    finished; each chunk entry holds ``chunk`` (:meth:`SnapshotChunk.to_json`), ``frontier``,
+    ``manifest`` (the chunk manifest's path relative to the staging root) and ``rows``.
+    """
+
+    pipeline: str
+    snapshot_id: str
+    database: str
+    table: str
+    handoff_window: int
+    chunks: tuple[Mapping[str, Any], ...]
+    kind: str = "snapshot_table"
+
+    @property
+    def table_name(self) -> str:
+        """``db.table``."""
+        return f"{self.database}.{self.table}"
+
+    def to_json(self) -> str:
+        """Deterministic JSON: every chunk task that completes the table writes the same bytes."""
+        data = {
+            "kind": self.kind,
+            "pipeline": self.pipeline,
+            "snapshot_id": self.snapshot_id,
+            "database": self.database,
+            "table": self.table,
+            "handoff_window": self.handoff_window,
+            "chunks": list(self.chunks),
+        }
+        return json.dumps(data, sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> SnapshotTableManifest:
+        """Parse and validate a table manifest; raise :class:`CorruptStagingError` naming ``where``."""
+        try:
+            data = json.loads(text)
+            if data.get("kind") != "snapshot_table":
+                raise ValueError(f"kind is {data.get('kind')!r}, not 'snapshot_table'")
+            manifest = cls(**{**data, "chunks": tuple(data["chunks"])})
+            for chunk in manifest.chunks:
+                if not isinstance(chunk["manifest"], str) or not chunk["manifest"].endswith(MANIFEST_NAME):
+                    raise ValueError(f"chunk entry {chunk!r} names no chunk manifest")
+                GtidSet.parse(chunk["frontier"])
+        except (ValueError, TypeError, KeyError, MySqlCdcError) as exc:
+            raise CorruptStagingError(
+                f"snapshot table manifest {where} is corrupt or was edited ({exc}); re-run the last chunk task "
+                "of that snapshot to rewrite it, or re-snapshot the table"
             ) from None
         return manifest
 

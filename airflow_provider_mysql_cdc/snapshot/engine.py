@@ -54,6 +54,7 @@ from airflow_provider_mysql_cdc.core.staging import (
     MANIFEST_NAME,
     CorruptStagingError,
     SchemaVersionInfo,
+    SnapshotTableManifest,
     StagingManifest,
     cdc_seq,
     snapshot_chunk_dir,
@@ -682,38 +683,6 @@ def _stream_rows(
 
 
 # -- the table manifest ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SnapshotTableManifest:
-    """A table's finished snapshot: each chunk's key range, frontier and manifest (what apply loads)."""
-
-    pipeline: str
-    snapshot_id: str
-    database: str
-    table: str
-    handoff_window: int
-    chunks: tuple[Mapping[str, Any], ...]
-    kind: str = "snapshot_table"
-
-    def to_json(self) -> str:
-        """Deterministic JSON: every chunk task that completes the table writes the same bytes."""
-        return (
-            json.dumps(
-                {
-                    "kind": self.kind,
-                    "pipeline": self.pipeline,
-                    "snapshot_id": self.snapshot_id,
-                    "database": self.database,
-                    "table": self.table,
-                    "handoff_window": self.handoff_window,
-                    "chunks": list(self.chunks),
-                },
-                sort_keys=True,
-                indent=2,
-            )
-            + "\n"
-        )
 
 
 def write_table_manifest_when_complete(

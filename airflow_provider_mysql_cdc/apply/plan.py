@@ -1,0 +1,353 @@
+"""What one apply does to one target table: pure decisions, no Spark.
+
+The applied state of a target table lives in the table itself. Every commit the apply makes carries
+Iceberg snapshot summary properties (see :class:`AppliedState`): the pipeline, the last window whose
+changes of the table are in it, that window's upper GTID set and the snapshot the table was loaded
+from. Before applying, the job reads them from the newest commit of the table's current history and
+plans only what the table does not have yet, so re-running an apply changes nothing and an apply
+never needs a lock outside the table.
+
+A window's manifest names, for each table, the snapshot that governs it (the state its changes
+apply to). When that differs from the snapshot the table was loaded from, the table is (re-)loaded
+from the snapshot's chunks first, in batches of chunks, each its own commit; the table counts as
+loaded once every chunk is in. Windows are applied in order: a window holding changes of a table
+that the table does not have yet, before the first requested window, is a gap and is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from airflow_provider_mysql_cdc.core.staging import (
+    SnapshotTableManifest,
+    StagedFile,
+    StagingManifest,
+)
+from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
+
+#: Prefix of the snapshot summary properties the apply writes.
+SUMMARY_PREFIX = "cdc."
+
+
+class ApplyGapError(TerminalCdcError):
+    """Raised when a table would skip a window that holds its changes (windows apply in order)."""
+
+
+class ForeignTableError(TerminalCdcError):
+    """Raised when the target table is written by another pipeline."""
+
+
+class SnapshotNotReadyError(TransientCdcError):
+    """Raised when a window's governing snapshot has no published table manifest yet."""
+
+
+class UnsupportedSchemaChangeError(TerminalCdcError):
+    """Raised when a table's staged schema changed in a way the target table cannot follow."""
+
+
+@dataclass(frozen=True)
+class AppliedState:
+    """What a target table holds, as recorded in its newest CDC commit."""
+
+    pipeline: str
+    #: The last window whose changes of this table are in it (windows before the hand-off of the
+    #: snapshot the table was loaded from count as in). 0: none.
+    window_id: int = 0
+    #: That window's upper GTID set ("" before any window).
+    upper: str = ""
+    #: The snapshot the table was (or is being) loaded from; "" when it never was.
+    snapshot_id: str = ""
+    snapshot_chunks_loaded: int = 0
+    snapshot_chunks: int = 0
+
+    @property
+    def loading(self) -> bool:
+        """True while some chunks of the snapshot are not in the table yet."""
+        return bool(self.snapshot_id) and self.snapshot_chunks_loaded < self.snapshot_chunks
+
+    def to_summary(self) -> dict[str, str]:
+        """The snapshot summary properties of a commit that leaves the table in this state."""
+        return {
+            f"{SUMMARY_PREFIX}pipeline": self.pipeline,
+            f"{SUMMARY_PREFIX}window-id": str(self.window_id),
+            f"{SUMMARY_PREFIX}upper": self.upper,
+            f"{SUMMARY_PREFIX}snapshot-id": self.snapshot_id,
+            f"{SUMMARY_PREFIX}snapshot-chunks-loaded": str(self.snapshot_chunks_loaded),
+            f"{SUMMARY_PREFIX}snapshot-chunks": str(self.snapshot_chunks),
+        }
+
+    @classmethod
+    def from_summary(cls, summary: Mapping[str, str], where: str) -> AppliedState | None:
+        """The state a commit's summary records, or None when the commit was not made by an apply."""
+        if f"{SUMMARY_PREFIX}pipeline" not in summary:
+            return None
+        try:
+            return cls(
+                pipeline=summary[f"{SUMMARY_PREFIX}pipeline"],
+                window_id=int(summary[f"{SUMMARY_PREFIX}window-id"]),
+                upper=summary.get(f"{SUMMARY_PREFIX}upper", ""),
+                snapshot_id=summary.get(f"{SUMMARY_PREFIX}snapshot-id", ""),
+                snapshot_chunks_loaded=int(summary.get(f"{SUMMARY_PREFIX}snapshot-chunks-loaded", "0")),
+                snapshot_chunks=int(summary.get(f"{SUMMARY_PREFIX}snapshot-chunks", "0")),
+            )
+        except (KeyError, ValueError) as exc:
+            raise TerminalCdcError(
+                f"{where}: the CDC properties of its newest apply commit are unreadable ({exc}); the table "
+                "was changed by something else than the apply. Drop the table and re-apply from a snapshot"
+            ) from None
+
+
+@dataclass(frozen=True)
+class LoadSnapshotChunks:
+    """Merge chunks ``[first_chunk, end_chunk)`` of a snapshot into the table, as one commit."""
+
+    table_name: str
+    snapshot: SnapshotTableManifest
+    first_chunk: int
+    end_chunk: int
+    #: First batch of a load: rows of the table absent from these chunks are deleted (a re-load
+    #: starts from nothing; later batches add the other chunks' rows).
+    replace: bool
+    before: AppliedState
+    after: AppliedState
+
+    def describe(self) -> str:
+        """A short description for logs and errors."""
+        return (
+            f"snapshot {self.snapshot.snapshot_id} chunks {self.first_chunk}..{self.end_chunk - 1} "
+            f"of {len(self.snapshot.chunks)}"
+        )
+
+
+@dataclass(frozen=True)
+class ApplyWindow:
+    """Merge one window's changes of the table (the last change per key), as one commit."""
+
+    table_name: str
+    manifest: StagingManifest
+    files: tuple[StagedFile, ...]
+    #: ``_cdc_seq`` of the window's last TRUNCATE of the table: rows before it are gone, and the
+    #: table is emptied before the later changes apply.
+    truncate_seq: int | None
+    before: AppliedState
+    after: AppliedState
+
+    def describe(self) -> str:
+        """A short description for logs and errors."""
+        return f"window {self.manifest.window_id}"
+
+
+TableStep = LoadSnapshotChunks | ApplyWindow
+
+
+def tables_in_windows(manifests: Sequence[StagingManifest]) -> list[str]:
+    """Every ``db.table`` a run of windows changes, truncates or governs by a snapshot, sorted."""
+    names: set[str] = set()
+    for manifest in manifests:
+        names.update(f"{f.database}.{f.table}" for f in manifest.files)
+        names.update(f"{t.database}.{t.table}" for t in manifest.truncates)
+        names.update(manifest.snapshots)
+    return sorted(names)
+
+
+def _table_changes(manifest: StagingManifest, table_name: str) -> tuple[tuple[StagedFile, ...], int | None]:
+    files = tuple(f for f in manifest.files if f"{f.database}.{f.table}" == table_name)
+    truncates = [t.seq for t in manifest.truncates if f"{t.database}.{t.table}" == table_name]
+    return files, max(truncates) if truncates else None
+
+
+def _load_steps(
+    table_name: str, snapshot: SnapshotTableManifest, state: AppliedState, first_chunk: int, chunks_per_commit: int
+) -> tuple[list[TableStep], AppliedState]:
+    """Steps loading ``snapshot`` from ``first_chunk`` on; returns them and the state after the last."""
+    steps: list[TableStep] = []
+    total = len(snapshot.chunks)
+    before = state
+    if first_chunk == 0:
+        state = AppliedState(state.pipeline, snapshot.handoff_window - 1, state.upper, snapshot.snapshot_id, 0, total)
+    for start in range(first_chunk, total, chunks_per_commit):
+        end = min(start + chunks_per_commit, total)
+        after = replace(state, snapshot_chunks_loaded=end)
+        steps.append(LoadSnapshotChunks(table_name, snapshot, start, end, start == 0, before, after))
+        before = state = after
+    return steps, state
+
+
+def plan_table(
+    table_name: str,
+    pipeline: str,
+    state: AppliedState | None,
+    windows: Sequence[int],
+    read_window: Callable[[int], StagingManifest | None],
+    read_snapshot: Callable[[str, str], SnapshotTableManifest | None],
+    chunks_per_commit: int = 8,
+    load_snapshots: bool = True,
+) -> list[TableStep]:
+    """The steps that bring ``table_name`` from ``state`` to the end of ``windows`` (consecutive ids).
+
+    ``read_window(id)`` returns a published window manifest or None; ``read_snapshot(snapshot_id,
+    table_name)`` a snapshot's table manifest or None. With ``load_snapshots=False`` (the changelog
+    of history mode) snapshots are not loaded and only window changes are planned.
+    """
+    if not windows or list(windows) != list(range(windows[0], windows[0] + len(windows))):
+        raise ConfigurationError(f"windows to apply must be consecutive ids, got {list(windows)}")
+    if chunks_per_commit < 1:
+        raise ConfigurationError("chunks_per_commit must be at least 1")
+    first, last = windows[0], windows[-1]
+    current = state or AppliedState(pipeline=pipeline)
+    if current.pipeline != pipeline:
+        raise ForeignTableError(
+            f"the target table of {table_name} was written by pipeline {current.pipeline!r}, not {pipeline!r}; "
+            "give this pipeline its own target tables (the target name template) or drop the table"
+        )
+
+    manifests: dict[int, StagingManifest] = {}
+
+    def window(window_id: int) -> StagingManifest:
+        if window_id not in manifests:
+            manifest = read_window(window_id)
+            if manifest is None:
+                raise ApplyGapError(
+                    f"{table_name}: window {window_id} of pipeline {pipeline!r} is not published, so it cannot "
+                    f"be applied{' before window ' + str(first) if window_id < first else ''}; run its capture first"
+                )
+            manifests[window_id] = manifest
+        return manifests[window_id]
+
+    def snapshot(snapshot_id: str) -> SnapshotTableManifest:
+        found = read_snapshot(snapshot_id, table_name)
+        if found is None:
+            raise SnapshotNotReadyError(
+                f"{table_name}: snapshot {snapshot_id} has no published table manifest yet; run (or re-run) "
+                "that snapshot's chunk tasks, then retry the apply"
+            )
+        return found
+
+    steps: list[TableStep] = []
+    if current.window_id >= last and not current.loading:
+        return steps
+    if load_snapshots:
+        # The snapshot governing the first window the table still needs is its base.
+        governing = window(min(max(first, current.window_id + 1), last)).snapshots.get(table_name)
+        if governing and governing != current.snapshot_id:
+            loaded = snapshot(governing)
+            if loaded.handoff_window > current.window_id:
+                steps, current = _load_steps(table_name, loaded, current, 0, chunks_per_commit)
+        elif current.loading:
+            steps, current = _load_steps(
+                table_name, snapshot(current.snapshot_id), current, current.snapshot_chunks_loaded, chunks_per_commit
+            )
+    for window_id in range(current.window_id + 1, last + 1):
+        manifest = window(window_id)
+        governing = manifest.snapshots.get(table_name)
+        if load_snapshots and governing and governing != current.snapshot_id:
+            loaded = snapshot(governing)
+            if loaded.handoff_window != window_id:
+                raise ApplyGapError(
+                    f"{table_name}: window {window_id} applies to snapshot {governing}, whose hand-off is window "
+                    f"{loaded.handoff_window}, but the table holds windows up to {current.window_id} on top of "
+                    f"snapshot {current.snapshot_id or '(none)'}; re-snapshot the table"
+                )
+            load, current = _load_steps(table_name, loaded, current, 0, chunks_per_commit)
+            steps += load
+        files, truncate_seq = _table_changes(manifest, table_name)
+        if not files and (truncate_seq is None or current == AppliedState(pipeline)):
+            continue  # nothing for this table (a TRUNCATE of a table that never held rows is nothing)
+        if window_id < first:
+            raise ApplyGapError(
+                f"{table_name}: window {window_id} holds changes the table does not have yet (it has windows up to "
+                f"{current.window_id}), and the apply was asked for windows {first}..{last}; apply windows "
+                f"{window_id}..{first - 1} first (window k+1 is never applied before window k)"
+            )
+        after = replace(current, window_id=window_id, upper=manifest.upper)
+        steps.append(ApplyWindow(table_name, manifest, files, truncate_seq, current, after))
+        current = after
+    return steps
+
+
+# -- schema evolution ---------------------------------------------------------------------------
+
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """One change to a target table's schema."""
+
+    #: ``add``, ``widen`` or ``drop``.
+    action: str
+    column: str
+    #: The new type (Spark SQL type text) for ``add`` and ``widen``.
+    type_text: str = ""
+
+    def sql(self, target: str) -> str:
+        """The ``ALTER TABLE`` statement."""
+        column = quote(self.column)
+        if self.action == "add":
+            return f"ALTER TABLE {target} ADD COLUMN {column} {self.type_text}"
+        if self.action == "widen":
+            return f"ALTER TABLE {target} ALTER COLUMN {column} TYPE {self.type_text}"
+        return f"ALTER TABLE {target} DROP COLUMN {column}"
+
+
+def quote(identifier: str) -> str:
+    """A Spark SQL identifier in backquotes."""
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def _fits(source: str, target: str) -> str | None:
+    """``""`` when a ``source``-typed value can be written to a ``target`` column as is, the widened
+    target type when the target must be widened first, None when neither is safe."""
+    if source == target:
+        return ""
+    if source in _INTEGERS and target in _INTEGERS:
+        if _INTEGERS.index(source) <= _INTEGERS.index(target):
+            return ""  # narrower values always fit (Iceberg keeps tinyint and smallint as int)
+        return "bigint" if source == "bigint" else "int"
+    if source == "float" and target == "double":
+        return ""
+    if source == "double" and target == "float":
+        return "double"
+    source_decimal, target_decimal = _DECIMAL.fullmatch(source), _DECIMAL.fullmatch(target)
+    if source_decimal and target_decimal:
+        source_precision, source_scale = map(int, source_decimal.groups())
+        target_precision, target_scale = map(int, target_decimal.groups())
+        if source_scale == target_scale:
+            return "" if source_precision <= target_precision else source
+        if source_scale < target_scale and source_precision - source_scale <= target_precision - target_scale:
+            return ""  # fewer fraction digits and no more integer digits: the values fit exactly
+    return None
+
+
+def plan_schema_changes(
+    target: Sequence[tuple[str, str]], source: Sequence[tuple[str, str]], drop_missing: bool
+) -> list[SchemaChange]:
+    """The ALTERs that let rows of the ``source`` schema be merged into the ``target`` table.
+
+    Both are ``(column, Spark SQL type text)`` lists. Added columns are added; columns missing from the
+    source stay (NULL from then on) unless ``drop_missing``; INT->BIGINT, FLOAT->DOUBLE and larger
+    DECIMAL precision widen the target. Any other type change raises
+    :class:`UnsupportedSchemaChangeError` (the caller adds the DDL, its GTID and the window).
+    """
+    target_types = {name.lower(): (name, type_text) for name, type_text in target}
+    source_names = {name.lower() for name, _ in source}
+    changes: list[SchemaChange] = []
+    for name, type_text in source:
+        existing = target_types.get(name.lower())
+        if existing is None:
+            changes.append(SchemaChange("add", name, type_text))
+            continue
+        fits = _fits(type_text, existing[1])
+        if fits is None:
+            raise UnsupportedSchemaChangeError(
+                f"column {name!r} changed from {existing[1]} to {type_text}, which the target table cannot hold "
+                "(only INT->BIGINT, FLOAT->DOUBLE and larger DECIMAL precision are widened in place)"
+            )
+        if fits:
+            changes.append(SchemaChange("widen", existing[0], fits))
+    if drop_missing:
+        changes += [SchemaChange("drop", name) for key, (name, _) in target_types.items() if key not in source_names]
+    return changes

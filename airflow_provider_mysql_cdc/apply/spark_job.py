@@ -1,0 +1,609 @@
+"""The Spark side of apply: MERGE staged snapshots and windows into Iceberg tables, exactly once.
+
+Run by ``spark_apps/apply_changes.py`` (spark-submit); no Airflow import. For each table of the
+requested windows: read its applied state from the Iceberg table (:mod:`.plan`), evolve the schema,
+then one ``MERGE INTO`` per step (snapshot chunk batch or window) whose commit carries the new state
+as snapshot summary properties. Every target is created merge-on-read, so a MERGE writes position
+deletes and new rows for the changed keys and leaves the table's other data files alone.
+
+Exactly once without a lock: the Iceberg table object is pinned when the state is read (the catalog's
+table cache is refreshed first and does not expire during the job), the MERGE scans that same table
+snapshot, and Iceberg's serializable validation refuses the commit if anything was committed to the
+table since. A refused commit re-reads the state and re-plans, which then skips what the winner
+applied. A table that fails (a schema change the target cannot follow, a gap) is reported and the
+other tables go on; the job exits non-zero when any table failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_mysql_cdc.apply.plan import (
+    AppliedState,
+    ApplyWindow,
+    LoadSnapshotChunks,
+    TableStep,
+    UnsupportedSchemaChangeError,
+    plan_schema_changes,
+    plan_table,
+    quote,
+    tables_in_windows,
+)
+from airflow_provider_mysql_cdc.capture.staging_writer import (
+    read_manifest,
+    read_manifest_in,
+    read_text,
+    verify_manifest_files,
+    write_text_atomically,
+)
+from airflow_provider_mysql_cdc.core.ddl import ddl_targets
+from airflow_provider_mysql_cdc.core.staging import (
+    MANIFEST_NAME,
+    CorruptStagingError,
+    SnapshotTableManifest,
+    StagedFile,
+    StagingManifest,
+    snapshot_table_dir,
+)
+from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("airflow_provider_mysql_cdc.apply")
+
+#: Properties of every target table the apply creates: merge-on-read row-level operations (the cost
+#: of a MERGE follows the changes, not the table), format v2, serializable validation.
+TARGET_PROPERTIES = {
+    "format-version": "2",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+    "write.merge.isolation-level": "serializable",
+    "write.parquet.compression-codec": "zstd",
+}
+#: The staged column that only drives the MERGE (it is kept in changelog tables).
+OP_COLUMN = "_cdc_op"
+#: Changelog tables are partitioned by this column (the window id), so re-writing a window
+#: replaces exactly its partition.
+CHANGELOG_WINDOW_COLUMN = "_cdc_window_id"
+#: How often a table is re-planned after a commit lost to a concurrent writer.
+MAX_CONFLICT_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class ApplyConfig:
+    """One run of the apply job."""
+
+    pipeline: str
+    staging_uri: str
+    #: First and last window id to apply (inclusive).
+    first_window: int
+    last_window: int
+    catalog: str = "lake"
+    #: Target table name inside the catalog: ``{database}`` and ``{table}`` are the MySQL names.
+    target_template: str = "{database}.{table}"
+    #: ``db.table`` patterns (fnmatch) of the tables that also get a changelog table.
+    history: tuple[str, ...] = ()
+    history_suffix: str = "_changelog"
+    #: Drop target columns that were dropped in MySQL (by default they stay, NULL from then on).
+    drop_dropped_columns: bool = False
+    chunks_per_commit: int = 8
+    #: Where to write the JSON report (a pyarrow filesystem URI); nothing is written when empty.
+    report_uri: str = ""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.first_window <= self.last_window:
+            raise ConfigurationError(f"windows {self.first_window}..{self.last_window} are not a valid range")
+        for key in ("{database}", "{table}"):
+            if key not in self.target_template:
+                raise ConfigurationError(f"target name template {self.target_template!r} must contain {key}")
+
+    def target(self, table_name: str, suffix: str = "") -> str:
+        """The Iceberg table (``catalog.namespace.table``) of a MySQL ``db.table``, quoted."""
+        database, table = table_name.split(".", 1)
+        name = self.target_template.format(database=database, table=table) + suffix
+        return ".".join(quote(part) for part in [self.catalog, *name.split(".")])
+
+    def keeps_history(self, table_name: str) -> bool:
+        """Whether the table also gets a changelog table."""
+        return any(fnmatch.fnmatchcase(table_name, pattern) for pattern in self.history)
+
+
+@dataclass
+class TableReport:
+    """What the job did to one table."""
+
+    target: str
+    status: str = "up_to_date"  # up_to_date | applied | failed
+    windows_applied: list[int] = field(default_factory=list)
+    snapshot_chunks_loaded: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    schema_changes: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    changelog_windows: list[int] = field(default_factory=list)
+    conflicts_retried: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+
+def spark_path(staging_uri: str, relative: str) -> str:
+    """The path Spark reads a staged file from (``s3://`` becomes Hadoop's ``s3a://``)."""
+    root = staging_uri.rstrip("/")
+    if "://" not in root:
+        root = "file://" + root
+    elif root.startswith("s3://"):
+        root = "s3a://" + root[len("s3://") :]
+    return f"{root}/{relative}"
+
+
+def _is_commit_conflict(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(
+        marker in text
+        for marker in ("ValidationException", "CommitFailedException", "Found conflicting", "conflicting files")
+    )
+
+
+class TableApplier:
+    """Applies the planned steps of one table through one SparkSession."""
+
+    def __init__(self, spark: SparkSession, config: ApplyConfig, table_name: str) -> None:
+        self.spark = spark
+        self.config = config
+        self.table_name = table_name
+        self.target = config.target(table_name)
+        self.report = TableReport(target=self.target)
+        self._snapshot_cache: dict[str, SnapshotTableManifest | None] = {}
+        self._window_cache: dict[int, StagingManifest | None] = {}
+
+    # -- staging ------------------------------------------------------------------------------------
+
+    def read_window(self, window_id: int) -> StagingManifest | None:
+        if window_id not in self._window_cache:
+            self._window_cache[window_id] = read_manifest(self.config.staging_uri, self.config.pipeline, window_id)
+        return self._window_cache[window_id]
+
+    def read_snapshot(self, snapshot_id: str, table_name: str) -> SnapshotTableManifest | None:
+        if snapshot_id not in self._snapshot_cache:
+            database, table = table_name.split(".", 1)
+            relative = f"{snapshot_table_dir(self.config.pipeline, snapshot_id, database, table)}/{MANIFEST_NAME}"
+            found = read_text(self.config.staging_uri, relative)
+            self._snapshot_cache[snapshot_id] = None if found is None else SnapshotTableManifest.from_json(*found)
+        return self._snapshot_cache[snapshot_id]
+
+    def _step_files(self, step: TableStep) -> tuple[list[tuple[str, StagedFile]], tuple[Any, ...]]:
+        """The step's staged files (Spark path, file) after checking their checksums, and the schemas."""
+        if isinstance(step, ApplyWindow):
+            verify_manifest_files(self.config.staging_uri, step.manifest)
+            base = step.manifest.relative_dir()
+            paths = [(spark_path(self.config.staging_uri, f"{base}/{f.path}"), f) for f in step.files]
+            return paths, step.manifest.schemas
+        files: list[tuple[str, StagedFile]] = []
+        schemas: list[Any] = []
+        for chunk in step.snapshot.chunks[step.first_chunk : step.end_chunk]:
+            chunk_dir = str(chunk["manifest"]).rsplit("/", 1)[0]
+            manifest = read_manifest_in(self.config.staging_uri, chunk_dir)
+            if manifest is None:
+                raise CorruptStagingError(
+                    f"chunk manifest {chunk['manifest']} of snapshot {step.snapshot.snapshot_id} is missing; "
+                    f"re-snapshot {self.table_name}"
+                )
+            verify_manifest_files(self.config.staging_uri, manifest)
+            files += [(spark_path(self.config.staging_uri, f"{chunk_dir}/{f.path}"), f) for f in manifest.files]
+            schemas += manifest.schemas
+        return files, tuple(schemas)
+
+    def _key_columns(self, step: TableStep, schemas: Sequence[Any]) -> list[str]:
+        for schema in reversed(schemas):
+            if f"{schema.database}.{schema.table}" == self.table_name and schema.primary_key:
+                return list(schema.primary_key)
+        snapshot = step.snapshot if isinstance(step, LoadSnapshotChunks) else None
+        if snapshot is None and step.before.snapshot_id:
+            snapshot = self.read_snapshot(step.before.snapshot_id, self.table_name)
+        if snapshot is not None and snapshot.chunks:
+            return list(snapshot.chunks[0]["chunk"]["key_columns"])
+        raise TerminalCdcError(
+            f"{self.table_name} has no primary key, so its changes cannot be merged by key; add a primary key "
+            "in MySQL, or snapshot it with key_columns (the apply then merges on those columns)"
+        )
+
+    def _source(self, step: TableStep) -> tuple[DataFrame, list[str], list[StagedFile]]:
+        """The step's rows (one per key: the last change), the key columns and the staged files."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        files, schemas = self._step_files(step)
+        keys = self._key_columns(step, schemas)
+        frames = []
+        for version in sorted({f.schema_version for _, f in files}):
+            paths = [path for path, f in files if f.schema_version == version]
+            frames.append(self.spark.read.parquet(*paths))
+        if not frames:  # a TRUNCATE alone, or an empty chunk: the schema of the target, no rows
+            empty = self.spark.table(self.target).limit(0).withColumn(OP_COLUMN, F.lit("d"))
+            return empty, keys, []
+        frame = frames[0]
+        for other in frames[1:]:
+            frame = frame.unionByName(other, allowMissingColumns=True)
+        if isinstance(step, ApplyWindow):
+            if step.truncate_seq is not None:
+                frame = frame.where(F.col("_cdc_seq") > F.lit(step.truncate_seq))
+            latest = Window.partitionBy(*[F.col(quote(k)) for k in keys]).orderBy(F.col("_cdc_seq").desc())
+            frame = frame.withColumn("__cdc_rank", F.row_number().over(latest)).where("__cdc_rank = 1")
+            frame = frame.drop("__cdc_rank")
+        return frame, keys, [f for _, f in files]
+
+    # -- target -------------------------------------------------------------------------------------
+
+    def _iceberg_table(self) -> Any:
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self.spark.sql(f"DESCRIBE TABLE {name}").collect()
+        except Exception as exc:
+            if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
+                return False
+            raise
+        return True
+
+    def read_state(self, target: str | None = None) -> AppliedState | None:
+        """Refresh the cached table, then read the newest CDC state from its current history."""
+        name = target or self.target
+        self.spark.sql(f"REFRESH TABLE {name}")
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+        snapshot = table.currentSnapshot()
+        while snapshot is not None:
+            state = AppliedState.from_summary(dict(snapshot.summary()), name)
+            if state is not None:
+                return state
+            parent = snapshot.parentId()
+            snapshot = None if parent is None else table.snapshot(parent)
+        return None
+
+    def _columns(self, name: str) -> list[tuple[str, str]]:
+        return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
+
+    def _ensure_target(self, name: str, source: DataFrame, *, changelog: bool, step: TableStep) -> None:
+        """Create the table from the source's columns, or evolve its schema to take them."""
+        columns = [
+            (f.name, f.dataType.simpleString()) for f in source.schema.fields if changelog or f.name != OP_COLUMN
+        ]
+        if changelog:
+            columns.append((CHANGELOG_WINDOW_COLUMN, "int"))
+        if not self._exists(name):
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
+            properties = ", ".join(
+                f"'{k}' = '{v}'" for k, v in {**TARGET_PROPERTIES, "cdc.source": self.table_name}.items()
+            )
+            partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})" if changelog else ""
+            ddl = ", ".join(f"{quote(c)} {t}" for c, t in columns)
+            self.spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {name} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({properties})"
+            )
+            log.info("created %s", name)
+            return
+        try:
+            changes = plan_schema_changes(self._columns(name), columns, self.config.drop_dropped_columns)
+        except UnsupportedSchemaChangeError as exc:
+            raise UnsupportedSchemaChangeError(
+                f"{self.table_name} -> {name}: {exc}; {self._ddl_context(step)}"
+            ) from None
+        for change in changes:
+            statement = change.sql(name)
+            log.info("%s: %s", self.table_name, statement)
+            self.spark.sql(statement)
+            self.report.schema_changes.append(statement)
+
+    def _ddl_context(self, step: TableStep) -> str:
+        """The DDL statements of the step's window that name the table, with their GTIDs."""
+        if not isinstance(step, ApplyWindow):
+            return f"found while loading {step.describe()}; re-snapshot into a new target table"
+        database, table = self.table_name.split(".", 1)
+        statements = []
+        for ddl in step.manifest.ddl:
+            targets = ddl_targets(ddl.statement, ddl.database) or ()
+            if any(t.database == database and t.table in (None, table) for t in targets):
+                statements.append(f"{ddl.statement!r} (GTID {ddl.gtid})")
+        where = f"window {step.manifest.window_id} of pipeline {self.config.pipeline!r}"
+        if statements:
+            return (
+                f"caused by {'; '.join(statements)} in {where}. The table is stopped, the other tables go on: "
+                "re-create the target (drop it and re-snapshot the table) or change the column back in MySQL"
+            )
+        return f"in {where}. The table is stopped, the other tables go on: drop the target and re-snapshot the table"
+
+    def _merge(self, step: TableStep, source: DataFrame, keys: list[str], properties: dict[str, str]) -> None:
+        from pyspark.sql import functions as F
+
+        target_columns = self._columns(self.target)
+        source_names = {f.name.lower(): f.name for f in source.schema.fields}
+        projected = [
+            (F.col(quote(source_names[c.lower()])) if c.lower() in source_names else F.lit(None)).cast(t).alias(c)
+            for c, t in target_columns
+        ]
+        view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
+        source.select(*projected, F.col(OP_COLUMN)).createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+        updates = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c, _ in target_columns)
+        names = ", ".join(quote(c) for c, _ in target_columns)
+        values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
+        replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
+            isinstance(step, ApplyWindow) and step.truncate_seq is not None
+        )
+        statement = (
+            f"MERGE INTO {self.target} t USING {view} s ON {on} "
+            f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd' THEN INSERT ({names}) VALUES ({values})"
+            + (" WHEN NOT MATCHED BY SOURCE THEN DELETE" if replace_rest else "")
+        )
+        try:
+            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement))
+        finally:
+            self.spark.catalog.dropTempView(view)
+
+    # -- steps --------------------------------------------------------------------------------------
+
+    def run_step(self, step: TableStep) -> None:
+        """Evolve the schema, check the state is still ``step.before``, then MERGE with ``step.after``."""
+        source, keys, files = self._source(step)
+        self._ensure_target(self.target, source, changelog=False, step=step)
+        state = self.read_state()
+        if (state or AppliedState(self.config.pipeline)) != step.before:
+            raise _StaleState(f"{self.target} moved to {state} while {step.describe()} was prepared")
+        self._merge(step, source, keys, step.after.to_summary())
+        for staged in files:  # staged rows by op (before keeping the last change per key)
+            for op, count in staged.op_counts.items():
+                if count:
+                    self.report.rows[op] = self.report.rows.get(op, 0) + count
+        if isinstance(step, ApplyWindow):
+            self.report.windows_applied.append(step.manifest.window_id)
+        else:
+            self.report.snapshot_chunks_loaded += step.end_chunk - step.first_chunk
+        log.info("%s: %s merged into %s", self.table_name, step.describe(), self.target)
+
+    def apply(self) -> TableReport:
+        """Plan and apply the table's steps, re-planning after commits lost to a concurrent writer."""
+        started = time.monotonic()
+        windows = list(range(self.config.first_window, self.config.last_window + 1))
+        try:
+            for attempt in range(MAX_CONFLICT_RETRIES + 1):
+                state = self.read_state() if self._exists(self.target) else None
+                steps = plan_table(
+                    self.table_name,
+                    self.config.pipeline,
+                    state,
+                    windows,
+                    self.read_window,
+                    self.read_snapshot,
+                    self.config.chunks_per_commit,
+                )
+                try:
+                    for step in steps:
+                        self.run_step(step)
+                        self.report.status = "applied"
+                    break
+                except Exception as exc:
+                    if (
+                        not (isinstance(exc, _StaleState) or _is_commit_conflict(exc))
+                        or attempt == MAX_CONFLICT_RETRIES
+                    ):
+                        raise
+                    self.report.conflicts_retried += 1
+                    log.warning("%s: a concurrent commit won (%s); re-reading its state", self.target, exc)
+            if self.config.keeps_history(self.table_name):
+                self._write_changelog(windows)
+            final = self.read_state() if self._exists(self.target) else None
+            self.report.state = asdict(final) if final else {}
+        except MySqlCdcError as exc:
+            self.report.status, self.report.error = "failed", str(exc)
+        except Exception as exc:  # a Spark or Iceberg failure of this table: reported, the others go on
+            self.report.status, self.report.error = "failed", f"{type(exc).__name__}: {exc}"
+        self.report.seconds = round(time.monotonic() - started, 3)
+        return self.report
+
+    def _write_changelog(self, windows: list[int]) -> None:
+        """Append the windows' change rows to the changelog table, replacing each window's partition."""
+        from pyspark.sql import functions as F
+
+        changelog = self.config.target(self.table_name, self.config.history_suffix)
+        state = self.read_state(changelog) if self._exists(changelog) else None
+        steps = plan_table(
+            self.table_name,
+            self.config.pipeline,
+            state,
+            windows,
+            self.read_window,
+            self.read_snapshot,
+            load_snapshots=False,
+        )
+        for step in steps:
+            assert isinstance(step, ApplyWindow)
+            files, _ = self._step_files(step)
+            if not files:
+                continue
+            frame = self.spark.read.parquet(*[path for path, _ in files])
+            frame = frame.withColumn(CHANGELOG_WINDOW_COLUMN, F.lit(step.manifest.window_id).cast("int"))
+            self._ensure_target(changelog, frame.drop(CHANGELOG_WINDOW_COLUMN), changelog=True, step=step)
+            columns = [c for c, _ in self._columns(changelog)]
+            source_names = {f.name.lower() for f in frame.schema.fields}
+            frame = frame.select(
+                *[F.col(quote(c)) if c.lower() in source_names else F.lit(None).alias(c) for c in columns]
+            )
+            writer = frame.writeTo(changelog)
+            for key, value in step.after.to_summary().items():
+                writer = writer.option(f"snapshot-property.{key}", value)
+            writer.overwritePartitions()
+            self.report.changelog_windows.append(step.manifest.window_id)
+
+
+class _StaleState(Exception):
+    """The table's state changed between planning and a step: another apply committed."""
+
+
+def with_commit_properties(spark: SparkSession, properties: dict[str, str], action: Callable[[], object]) -> None:
+    """Run ``action`` so that every Iceberg commit it makes carries ``properties`` in its summary.
+
+    Iceberg keeps them in a JVM thread-local (``CommitMetadata.withCommitProperties``); PySpark's
+    pinned-thread mode runs the Python callable on the JVM thread that called it, so SQL issued from
+    the callable commits with the properties.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
+    assert gateway is not None and jvm is not None
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    failure: list[BaseException] = []
+
+    class _Callable:
+        def call(self) -> None:
+            try:
+                action()
+            except BaseException as exc:  # kept to re-raise the Python exception itself
+                failure.append(exc)
+                raise
+
+        class Java:
+            implements = ["java.util.concurrent.Callable"]
+
+    jprops = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        jprops.put(key, value)
+    runtime_exception = jvm.java.lang.Class.forName("java.lang.RuntimeException")
+    try:
+        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(jprops, _Callable(), runtime_exception)
+    except Exception:
+        if failure:
+            raise failure[0] from None
+        raise
+
+
+def configure_catalog_cache(spark: SparkSession, catalog: str) -> None:
+    """Keep loaded tables pinned for the whole job (refreshed explicitly when a state is read)."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    if str(spark.conf.get(f"{prefix}.cache-enabled", "true")).lower() == "false":
+        raise ConfigurationError(
+            f"{prefix}.cache-enabled=false: the apply pins each table while it plans and merges, which needs "
+            "the catalog's table cache; remove that setting for the apply job"
+        )
+    spark.conf.set(f"{prefix}.cache.expiration-interval-ms", "-1")
+
+
+def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
+    """Apply ``config``'s windows to every table they hold; returns the report (also written to
+    ``config.report_uri`` when set)."""
+    if spark.conf.get(f"spark.sql.catalog.{config.catalog}", None) is None:
+        raise ConfigurationError(
+            f"Spark catalog {config.catalog!r} is not configured: set spark.sql.catalog.{config.catalog}="
+            "org.apache.iceberg.spark.SparkCatalog and its type/warehouse (or uri) for the apply job"
+        )
+    configure_catalog_cache(spark, config.catalog)
+    manifests = []
+    for window_id in range(config.first_window, config.last_window + 1):
+        manifest = read_manifest(config.staging_uri, config.pipeline, window_id)
+        if manifest is None:
+            raise TerminalCdcError(
+                f"window {window_id} of pipeline {config.pipeline!r} has no manifest under {config.staging_uri}; "
+                "run its capture first (a window exists only once its manifest is published)"
+            )
+        manifests.append(manifest)
+    tables: dict[str, dict[str, Any]] = {}
+    for table_name in tables_in_windows(manifests):
+        report = TableApplier(spark, config, table_name).apply()
+        tables[table_name] = asdict(report)
+        log.info("%s: %s %s", table_name, report.status, report.error or report.windows_applied)
+    result = {
+        "pipeline": config.pipeline,
+        "first_window": config.first_window,
+        "last_window": config.last_window,
+        "upper": manifests[-1].upper,
+        "tables": tables,
+        "failed": sorted(name for name, report in tables.items() if report["status"] == "failed"),
+    }
+    if config.report_uri:
+        write_report(config.report_uri, result)
+    return result
+
+
+def write_report(report_uri: str, report: dict[str, Any]) -> None:
+    """Write the report JSON atomically to a pyarrow filesystem URI."""
+    directory, name = report_uri.rstrip("/").rsplit("/", 1)
+    write_text_atomically(directory, name, json.dumps(report, sort_keys=True, indent=2) + "\n")
+
+
+def parse_windows(text: str) -> tuple[int, int]:
+    """``"5"`` or ``"3-5"`` -> (first, last)."""
+    try:
+        first, _, last = text.strip().partition("-")
+        return int(first), int(last or first)
+    except ValueError:
+        raise ConfigurationError(f"--windows must be N or N-M (window ids), got {text!r}") from None
+
+
+def parse_args(argv: Sequence[str]) -> ApplyConfig:
+    """The job's command line."""
+    parser = argparse.ArgumentParser(prog="apply_changes.py", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pipeline", required=True)
+    parser.add_argument("--staging-uri", required=True)
+    parser.add_argument("--windows", required=True, help="window id, or first-last")
+    parser.add_argument("--catalog", default="lake")
+    parser.add_argument("--target-template", default="{database}.{table}")
+    parser.add_argument("--history", default="", help="comma-separated db.table patterns with a changelog table")
+    parser.add_argument("--history-suffix", default="_changelog")
+    parser.add_argument("--drop-dropped-columns", action="store_true")
+    parser.add_argument("--chunks-per-commit", type=int, default=8)
+    parser.add_argument("--report-uri", default="")
+    args = parser.parse_args(list(argv))
+    first, last = parse_windows(args.windows)
+    return ApplyConfig(
+        pipeline=args.pipeline,
+        staging_uri=args.staging_uri,
+        first_window=first,
+        last_window=last,
+        catalog=args.catalog,
+        target_template=args.target_template,
+        history=tuple(p.strip() for p in args.history.split(",") if p.strip()),
+        history_suffix=args.history_suffix,
+        drop_dropped_columns=args.drop_dropped_columns,
+        chunks_per_commit=args.chunks_per_commit,
+        report_uri=args.report_uri,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: 0 when every table is applied, 1 when any failed, 2 on bad input."""
+    from pyspark.sql import SparkSession
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = parse_args(sys.argv[1:] if argv is None else argv)
+    except ConfigurationError as exc:
+        log.error("%s", exc)
+        return 2
+    spark = SparkSession.builder.appName(f"mysql-cdc-apply-{config.pipeline}").getOrCreate()
+    try:
+        report = run_apply(spark, config)
+    except MySqlCdcError as exc:
+        log.error("%s", exc)
+        return 2
+    finally:
+        spark.stop()
+    print(json.dumps({"apply": {k: v for k, v in report.items() if k != "tables"}}, sort_keys=True))
+    for name, table in report["tables"].items():
+        print(f"apply table={name} status={table['status']} windows={table['windows_applied']} rows={table['rows']}")
+        if table["error"]:
+            print(f"apply table={name} error={table['error']}", file=sys.stderr)
+    return 1 if report["failed"] else 0
