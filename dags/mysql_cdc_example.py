@@ -1,11 +1,14 @@
 """Example pipeline ``mysql_cdc_example``: the DAG users copy.
 
 preflight (server settings and privileges) -> binlog inventory -> snapshot plan -> snapshot (one
-mapped task per chunk) -> capture of the run's binlog window into Parquet staging. The plan picks
-the selected tables the pipeline has never snapshotted (all of them on its first run) plus those
-named in ``resnapshot``; when there are none the mapped snapshot task is skipped and capture runs
-anyway (``trigger_rule="none_failed"``). Spark apply joins this DAG as it lands. Connection
-``mysql_cdc_default`` (``AIRFLOW_CONN_MYSQL_CDC_DEFAULT`` works). Override params with
+mapped task per chunk) -> capture of the run's binlog window into Parquet staging -> Spark apply of
+that window (and of the snapshots it builds on) into Iceberg tables. The plan picks the selected
+tables the pipeline has never snapshotted (all of them on its first run) plus those named in
+``resnapshot``; when there are none the mapped snapshot task is skipped and capture runs anyway
+(``trigger_rule="none_failed"``). Connections ``mysql_cdc_default`` (``AIRFLOW_CONN_MYSQL_CDC_DEFAULT``
+works) and ``spark_default`` (e.g. ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host":
+"local[*]"}'``). The Iceberg runtime comes from Maven, or from the jar files listed (comma-separated)
+in ``MYSQL_CDC_ICEBERG_JARS`` on machines without Maven access. Override params with
 ``airflow dags test mysql_cdc_example <date> --conf '{"tables": [...], "cutoff": "catch_up"}'``;
 snapshot a table again with ``--conf '{"resnapshot": ["demo.orders"]}'``.
 """
@@ -20,16 +23,19 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.apply import SparkApplyOperator
 from airflow_provider_mysql_cdc.operators.capture import MySqlBinlogCaptureOperator
 from airflow_provider_mysql_cdc.operators.preflight import MySqlCdcPreflightOperator
 from airflow_provider_mysql_cdc.operators.snapshot import MySqlSnapshotOperator, MySqlSnapshotPlanOperator
 
 #: Local staging for the embedded demo; production pipelines point this at s3://, gs://, hdfs://...
 DEFAULT_STAGING_URI = str(Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "mysql_cdc" / "staging")
+#: Local Iceberg warehouse (Hadoop catalog ``lake``) for the embedded demo.
+DEFAULT_WAREHOUSE = str(Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "mysql_cdc" / "warehouse")
 
 with DAG(
     dag_id="mysql_cdc_example",
-    description="Batch CDC from MySQL: preflight, binlog inventory, chunked snapshot, binlog-window capture to Parquet",
+    description="Batch CDC from MySQL: preflight, inventory, chunked snapshot, binlog-window capture, Iceberg apply",
     schedule=timedelta(hours=1),
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -49,6 +55,7 @@ with DAG(
             type="array",
             description="'database.table' names or patterns of selected tables to snapshot again in this run",
         ),
+        "warehouse": Param(DEFAULT_WAREHOUSE, type="string", description="Iceberg warehouse of the Hadoop catalog"),
         "chunk_rows": Param(250_000, type="integer", minimum=1, description="about this many rows per snapshot chunk"),
         "mysql_cdc_conn_id": Param("mysql_cdc_default", type="string"),
     },
@@ -101,4 +108,16 @@ with DAG(
         trigger_rule="none_failed",
     )
 
-    preflight >> binlog_inventory("{{ params.mysql_cdc_conn_id }}") >> snapshot_plan >> snapshot >> capture
+    # MERGE the run's window into the Iceberg tables lake.<database>.<table>; a re-run is a no-op.
+    apply = SparkApplyOperator(
+        task_id="apply",
+        pipeline="{{ params.pipeline }}",
+        staging_uri="{{ params.staging_uri }}",
+        windows="{{ ti.xcom_pull(task_ids='capture')['window_id'] }}",
+        catalog="lake",
+        warehouse="{{ params.warehouse }}",
+        jars=os.environ.get("MYSQL_CDC_ICEBERG_JARS") or None,
+        conn_id="spark_default",
+    )
+
+    preflight >> binlog_inventory("{{ params.mysql_cdc_conn_id }}") >> snapshot_plan >> snapshot >> capture >> apply

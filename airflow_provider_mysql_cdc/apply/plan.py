@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_provider_mysql_cdc.core.staging import (
+    CorruptStagingError,
     SnapshotTableManifest,
     StagedFile,
     StagingManifest,
@@ -55,7 +56,8 @@ class AppliedState:
     #: The last window whose changes of this table are in it (windows before the hand-off of the
     #: snapshot the table was loaded from count as in). 0: none.
     window_id: int = 0
-    #: That window's upper GTID set ("" before any window).
+    #: That window's upper GTID set ("" before any window, and after a snapshot load until a window
+    #: with changes of the table is applied).
     upper: str = ""
     #: The snapshot the table was (or is being) loaded from; "" when it never was.
     snapshot_id: str = ""
@@ -164,9 +166,12 @@ def _load_steps(
     """Steps loading ``snapshot`` from ``first_chunk`` on; returns them and the state after the last."""
     steps: list[TableStep] = []
     total = len(snapshot.chunks)
+    if total == 0:
+        raise CorruptStagingError(f"snapshot {snapshot.snapshot_id} of {table_name} lists no chunks; re-snapshot it")
     before = state
     if first_chunk == 0:
-        state = AppliedState(state.pipeline, snapshot.handoff_window - 1, state.upper, snapshot.snapshot_id, 0, total)
+        # Windows before the hand-off are superseded by the snapshot; their upper bound is unknown here.
+        state = AppliedState(state.pipeline, snapshot.handoff_window - 1, "", snapshot.snapshot_id, 0, total)
     for start in range(first_chunk, total, chunks_per_commit):
         end = min(start + chunks_per_commit, total)
         after = replace(state, snapshot_chunks_loaded=end)

@@ -227,7 +227,12 @@ class TableApplier:
         for version in sorted({f.schema_version for _, f in files}):
             paths = [path for path, f in files if f.schema_version == version]
             frames.append(self.spark.read.parquet(*paths))
-        if not frames:  # a TRUNCATE alone, or an empty chunk: the schema of the target, no rows
+        if not frames:  # a TRUNCATE alone, or a chunk of a table dropped after planning: no rows
+            if not self._exists(self.target):
+                raise TerminalCdcError(
+                    f"{self.table_name}: {step.describe()} stages no rows and no schema, and the target table "
+                    f"{self.target} does not exist; if the table was dropped in MySQL, exclude it from the pipeline"
+                )
             empty = self.spark.table(self.target).limit(0).withColumn(OP_COLUMN, F.lit("d"))
             return empty, keys, []
         frame = frames[0]
@@ -607,3 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if table["error"]:
             print(f"apply table={name} error={table['error']}", file=sys.stderr)
     return 1 if report["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -247,6 +247,12 @@ class StagingWriter:
             raise StagingWriteError(f"cannot write {staged.tmp_path}: {exc}") from None
         staged.batches = []
 
+    def ensure_file(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> None:
+        """Make sure a file of this table and schema version is staged, even without rows (a snapshot of
+        an empty table still tells readers the table's schema)."""
+        if (database, table, schema_version) not in self._files:
+            self._open(database, table, schema_version, schema)
+
     def _open(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> _OpenFile:
         relative = data_file_name(database, table, schema_version, 0)
         tmp_path = f"{self.tmp_dir}/{relative}"
@@ -275,7 +281,8 @@ class StagingWriter:
             staged.writer.close()
             info = self.filesystem.get_file_info(staged.tmp_path)
             counter = staged.counter
-            assert counter.first_seq is not None and counter.last_seq is not None
+            if counter.first_seq is None or counter.last_seq is None:  # an empty file: no sequence numbers
+                counter.first_seq, counter.last_seq = 0, -1
             self._finished.append(
                 StagedFile(
                     path=staged.relative_path,

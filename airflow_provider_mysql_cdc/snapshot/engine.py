@@ -679,6 +679,8 @@ def _stream_rows(
         ) from None
     finally:
         cursor.close()
+    if rows == 0:
+        writer.ensure_file(chunk.database, chunk.table, version, schema)
     return info, rows
 
 

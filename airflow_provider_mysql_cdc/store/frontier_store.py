@@ -135,6 +135,10 @@ snapshots_table = sa.Table(
 )
 
 
+#: ``cdc_table_frontiers.kind`` of the GTID set a table's target holds (recorded after each apply).
+APPLIED_FRONTIER = "applied"
+
+
 class FrontierStoreError(TerminalCdcError):
     """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
 
@@ -671,6 +675,21 @@ class FrontierStore:
                 raise FrontierConflictError(
                     f"pipeline {pipeline!r}: {kind} frontier of {table_name} is no longer {expected}"
                 )
+
+    def advance_applied_frontier(self, pipeline: str, table_name: str, upper: GtidSet) -> GtidSet:
+        """Record that a table's target holds every transaction of ``upper`` (the upper bound of the
+        last window applied to it). The applied frontier only grows: an older ``upper`` (a re-run of a
+        past apply) leaves it as it is. Returns the recorded frontier."""
+        for _ in range(3):
+            current = self.get_table_frontier(pipeline, table_name, APPLIED_FRONTIER)
+            if current is not None and upper <= current:
+                return current
+            try:
+                self.set_table_frontier(pipeline, table_name, APPLIED_FRONTIER, current, upper)
+            except FrontierConflictError:
+                continue  # another apply recorded concurrently: re-read and compare again
+            return upper
+        raise FrontierConflictError(f"pipeline {pipeline!r}: applied frontier of {table_name} keeps changing")
 
     def schema_version(
         self, pipeline: str, table_name: str, fingerprint: str, columns: list[dict[str, Any]], gtid: str | None

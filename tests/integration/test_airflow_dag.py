@@ -37,7 +37,11 @@ def test_example_dags_import_without_errors(airflow_home: Path) -> None:
 def _run_example(monkeypatch: pytest.MonkeyPatch, conn_json: str, tables: list[str], **conf: Any) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
+    from tests.spark_session import iceberg_jars
+
     monkeypatch.setenv("AIRFLOW_CONN_MYSQL_CDC_DEFAULT", conn_json)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("MYSQL_CDC_ICEBERG_JARS", ",".join(str(jar) for jar in iceberg_jars()))
     dag = DagBag(dag_folder=str(REPO_ROOT / "dags")).get_dag("mysql_cdc_example")
     assert dag is not None
     return dag.test(run_conf={"tables": tables, **conf})
@@ -82,12 +86,13 @@ def _states(run: Any) -> dict[tuple[str, int], str | None]:
     return {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
 
 
-UNMAPPED_TASKS = ("preflight", "binlog_inventory", "snapshot_plan", "capture")
+UNMAPPED_TASKS = ("preflight", "binlog_inventory", "snapshot_plan", "capture", "apply")
 
 
 @pytest.mark.mysql
-def test_example_dag_captures_consecutive_windows(
-    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.spark
+def test_example_dag_captures_and_applies_consecutive_windows(
+    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
 ) -> None:
     _forget_earlier_runs()
     mysql_server.execute(
@@ -95,7 +100,14 @@ def test_example_dag_captures_consecutive_windows(
         "CREATE DATABASE dagcap",
         "CREATE TABLE dagcap.t (id INT PRIMARY KEY, v VARCHAR(10))",
     )
-    conf = {"pipeline": "dagcap", "staging_uri": str(tmp_path / "staging"), "cutoff": "catch_up"}
+    # The DAG's spark-submit writes the warehouse this process's Spark session reads (catalog lake).
+    warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
+    conf = {
+        "pipeline": "dagcap",
+        "staging_uri": str(tmp_path / "staging"),
+        "cutoff": "catch_up",
+        "warehouse": warehouse,
+    }
     first = _run_example(monkeypatch, mysql_server.airflow_conn_json(), ["dagcap.*"], **conf)
     states = _states(first)
     # The empty table is snapshotted once (one chunk, no rows) before the first window.
@@ -115,6 +127,17 @@ def test_example_dag_captures_consecutive_windows(
     assert Path(pushed["manifest_uri"]).is_file()
     assert mysql_server.cdc.password not in json.dumps(pushed)
 
+    # The apply task merged the snapshot and both windows: the Iceberg table equals MySQL.
+    applied = _xcom(second, "apply")
+    assert applied["first_window"] == applied["last_window"] == pushed["window_id"]
+    assert applied["tables"]["dagcap.t"]["status"] == "applied"
+    assert applied["tables"]["dagcap.t"]["rows"] == {"c": 2, "d": 1}
+    spark.sql("REFRESH TABLE lake.dagcap.t")
+    assert [tuple(r) for r in spark.sql("SELECT id, v FROM lake.dagcap.t ORDER BY id").collect()] == [(2, "b")]
+    from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
+
+    assert str(metadata_store(None).get_table_frontier("dagcap", "dagcap.t", "applied")) == pushed["upper"]
+
 
 @pytest.mark.mysql
 def test_example_dag_fails_on_a_misconfigured_server(
@@ -127,6 +150,7 @@ def test_example_dag_fails_on_a_misconfigured_server(
     assert states["snapshot_plan"] == "upstream_failed"
     assert states["snapshot"] == "upstream_failed"
     assert states["capture"] == "upstream_failed"  # none_failed: an upstream failure still stops capture
+    assert states["apply"] == "upstream_failed"
     assert run.state == "failed"
 
 
@@ -143,7 +167,13 @@ def test_example_dag_snapshots_existing_rows_in_mapped_chunks_then_only_what_is_
         "INSERT INTO dagsnap.big VALUES " + ", ".join(f"({i}, 'v{i}')" for i in range(1, 26)),
         "INSERT INTO dagsnap.small VALUES ('a', 1), ('b', 2), ('c', 3)",
     )
-    conf = {"pipeline": "dagsnap", "staging_uri": str(tmp_path / "staging"), "cutoff": "catch_up", "chunk_rows": 10}
+    conf = {
+        "pipeline": "dagsnap",
+        "staging_uri": str(tmp_path / "staging"),
+        "warehouse": str(tmp_path / "warehouse"),
+        "cutoff": "catch_up",
+        "chunk_rows": 10,
+    }
 
     # First run of a fresh pipeline: every selected table is snapshotted, one mapped task per chunk.
     first = _run_example(monkeypatch, mysql_server.airflow_conn_json(), ["dagsnap.*"], **conf)

@@ -1,0 +1,245 @@
+"""``SparkApplyOperator``: spark-submit the apply job for a run of windows, then record what it applied."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context
+
+from airflow_provider_mysql_cdc.capture.staging_writer import read_text
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
+from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
+
+#: The spark-submit application (``spark_apps/apply_changes.py`` runs the same ``main``).
+APPLY_APPLICATION = str(Path(__file__).resolve().parents[1] / "apply" / "spark_job.py")
+#: Maven coordinates of the Iceberg runtime used when neither ``jars`` nor ``packages`` is given.
+ICEBERG_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def apply_spark_conf(catalog: str, warehouse: str | None, catalog_conf: Mapping[str, str] | None) -> dict[str, str]:
+    """Spark properties of the apply job: Iceberg's SQL extensions and the target catalog.
+
+    With ``catalog_conf`` (e.g. ``{"type": "rest", "uri": "https://..."}`` or a Glue/Hive setup) the
+    catalog is configured from it; otherwise a Hadoop catalog on ``warehouse``.
+    """
+    prefix = f"spark.sql.catalog.{catalog}"
+    conf = {
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        # The job pins a table while it plans and merges it (see the README's "Exactly once").
+        f"{prefix}.cache.expiration-interval-ms": "-1",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if catalog_conf:
+        conf.update({f"{prefix}.{key}": str(value) for key, value in catalog_conf.items()})
+    elif warehouse:
+        conf.update({f"{prefix}.type": "hadoop", f"{prefix}.warehouse": warehouse})
+    else:
+        raise ConfigurationError(
+            f"SparkApplyOperator needs a warehouse (Hadoop catalog) or catalog_conf for catalog {catalog!r}"
+        )
+    return conf
+
+
+def _report_name(run_id: str, try_number: int) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id) + f"-try{try_number}.json"
+
+
+class SparkApplyOperator(SparkSubmitOperator):
+    """MERGE a pipeline's staged windows (and the snapshots they build on) into Iceberg tables.
+
+    Submits ``airflow_provider_mysql_cdc/apply/spark_job.py`` through the Spark provider's
+    ``SparkSubmitHook``: the master comes from the Spark connection (``spark_default``; its host
+    ``local[*]`` runs Spark on the worker, ``yarn``, ``k8s://...`` or ``spark://host:7077`` a cluster).
+    After the job succeeds the applied frontier of each table is recorded in the metadata tables, and
+    the job's report (per table: status, windows applied, rows) is returned as XCom. A table the job
+    could not apply (a schema change the target cannot follow, a gap) fails the task after the other
+    tables were applied and recorded.
+
+    :param pipeline: pipeline name.
+    :param staging_uri: staging root the windows were captured to.
+    :param windows: the window id to apply, or ``first-last`` (templated; e.g. the capture's XCom).
+    :param catalog: Spark catalog name of the targets.
+    :param warehouse: Hadoop catalog warehouse path (when ``catalog_conf`` is not given).
+    :param catalog_conf: the catalog's properties without the ``spark.sql.catalog.<name>.`` prefix
+        (REST, Hive, Glue...).
+    :param target_template: target table inside the catalog; ``{database}``/``{table}`` are MySQL's names.
+    :param history: ``db.table`` patterns whose changes are also appended to a changelog table.
+    :param drop_dropped_columns: drop target columns dropped in MySQL (default: keep them, NULL).
+    :param chunks_per_commit: snapshot chunks merged per Iceberg commit when loading a snapshot.
+    :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
+    :param metadata_conn_id: metadata database connection (default: SQLite in AIRFLOW_HOME).
+    :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "pipeline",
+        "staging_uri",
+        "windows",
+        "warehouse",
+        "target_template",
+    )
+    ui_color = "#fde9c7"
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        staging_uri: str,
+        windows: str | int,
+        catalog: str = "lake",
+        warehouse: str | None = None,
+        catalog_conf: Mapping[str, str] | None = None,
+        target_template: str = "{database}.{table}",
+        history: Sequence[str] = (),
+        history_suffix: str = "_changelog",
+        drop_dropped_columns: bool = False,
+        chunks_per_commit: int = 8,
+        metadata_conn_id: str | None = None,
+        local_python: str | None = None,
+        conf: dict[str, Any] | None = None,
+        jars: str | None = None,
+        packages: str | None = None,
+        application: str = APPLY_APPLICATION,
+        name: str = "mysql-cdc-apply",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            application=application,
+            conf=conf,
+            jars=jars,
+            packages=packages,
+            name=name,
+            **kwargs,
+        )
+        self.pipeline = pipeline
+        self.staging_uri = staging_uri
+        self.windows = windows
+        self.catalog = catalog
+        self.warehouse = warehouse
+        self.catalog_conf = dict(catalog_conf or {})
+        self.target_template = target_template
+        self.history = tuple(history)
+        self.history_suffix = history_suffix
+        self.drop_dropped_columns = drop_dropped_columns
+        self.chunks_per_commit = chunks_per_commit
+        self.metadata_conn_id = metadata_conn_id
+        self.local_python = local_python or sys.executable
+        self.report_uri = ""
+
+    def application_arguments(self, report_uri: str) -> list[str]:
+        """The job's command line (no credentials: the job reads staging and writes the catalog)."""
+        args = [
+            "--pipeline",
+            self.pipeline,
+            "--staging-uri",
+            self.staging_uri,
+            "--windows",
+            str(self.windows),
+            "--catalog",
+            self.catalog,
+            "--target-template",
+            self.target_template,
+            "--history-suffix",
+            self.history_suffix,
+            "--chunks-per-commit",
+            str(self.chunks_per_commit),
+            "--report-uri",
+            report_uri,
+        ]
+        if self.history:
+            args += ["--history", ",".join(self.history)]
+        if self.drop_dropped_columns:
+            args.append("--drop-dropped-columns")
+        return args
+
+    def _local_env(self) -> dict[str, str]:
+        """Environment of a local spark-submit: this worker's Python and its spark-submit, loopback only."""
+        bin_dir = str(Path(self.local_python).parent)
+        return {
+            "PYSPARK_PYTHON": self.local_python,
+            "PYSPARK_DRIVER_PYTHON": self.local_python,
+            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        }
+
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]  # returns the XCom
+        self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
+        run_id = str(context["run_id"])
+        try_number = int(getattr(context.get("ti"), "try_number", 1) or 1)
+        self.report_uri = (
+            f"{self.staging_uri.rstrip('/')}/{self.pipeline}/apply-reports/{_report_name(run_id, try_number)}"
+        )
+        self.application_args = self.application_arguments(self.report_uri)
+        if not self.jars and not self.packages:
+            self.packages = ICEBERG_PACKAGE
+        if self._get_hook()._connection["master"].startswith("local"):
+            self.env_vars = {**self._local_env(), **(self.env_vars or {})}
+        self._hook = self._get_hook()
+        try:
+            super().execute(context)
+        except Exception as exc:
+            report = self._read_report()
+            if report is None:
+                raise
+            self._record(report)
+            raise TerminalCdcError(self._failure_text(report)) from exc
+        report = self._read_report()
+        if report is None:
+            raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
+        self._record(report)
+        return self._xcom(report)
+
+    def _read_report(self) -> dict[str, Any] | None:
+        directory, name = self.report_uri.rsplit("/", 1)
+        found = read_text(directory, name)
+        return None if found is None else dict(json.loads(found[0]))
+
+    def _record(self, report: Mapping[str, Any]) -> None:
+        """Advance the applied frontier of each table that holds every requested window (all but the
+        failed ones) to the last window's upper bound."""
+        store = metadata_store(self.metadata_conn_id)
+        upper = GtidSet.parse(report["upper"])
+        for table_name, table in report["tables"].items():
+            if table["status"] != "failed":
+                store.advance_applied_frontier(report["pipeline"], table_name, upper)
+        self.log.info(
+            "apply of windows %s..%s: %s", report["first_window"], report["last_window"], self._summary(report)
+        )
+
+    @staticmethod
+    def _summary(report: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            name: f"{t['status']} windows={t['windows_applied']} rows={t['rows']}"
+            for name, t in report["tables"].items()
+        }
+
+    @staticmethod
+    def _failure_text(report: Mapping[str, Any]) -> str:
+        errors = "; ".join(f"{name}: {report['tables'][name]['error']}" for name in report["failed"])
+        return f"the apply could not apply {len(report['failed'])} table(s), the others were applied: {errors}"
+
+    @staticmethod
+    def _xcom(report: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "pipeline": report["pipeline"],
+            "first_window": report["first_window"],
+            "last_window": report["last_window"],
+            "upper": report["upper"],
+            "tables": {
+                name: {
+                    key: table[key] for key in ("target", "status", "windows_applied", "rows", "snapshot_chunks_loaded")
+                }
+                for name, table in report["tables"].items()
+            },
+        }
