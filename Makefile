@@ -9,12 +9,12 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo bench-capture bench-snapshot constraints clean
+.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo bench-capture bench-snapshot bench-apply constraints clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
-	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | constraints | clean"
+	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | constraints | clean"
 
 venv: $(VENV)/.installed
 
@@ -65,6 +65,15 @@ bench-capture: venv mysql-install
 BENCH_SNAPSHOT_ROWS ?= 1000000
 bench-snapshot: venv mysql-install
 	$(PY) benchmarks/snapshot.py --rows $(BENCH_SNAPSHOT_ROWS)
+
+# Apply cost against table size: windows of changes MERGEd into a small and a large Iceberg table
+# (own MySQL instance, local Spark); the ratio large/small should stay near 1.
+BENCH_APPLY_SMALL_ROWS ?= 100000
+BENCH_APPLY_LARGE_ROWS ?= 1000000
+BENCH_APPLY_CHANGES ?= 10000
+bench-apply: venv mysql-install jars
+	$(PY) benchmarks/apply.py --small-rows $(BENCH_APPLY_SMALL_ROWS) --large-rows $(BENCH_APPLY_LARGE_ROWS) \
+		--changes $(BENCH_APPLY_CHANGES)
 
 # Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
 constraints:

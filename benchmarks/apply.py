@@ -10,31 +10,39 @@ What it measures, in one run, with one SparkSession for both tables:
 2. **Snapshot and warm-up** (not timed). Two pipelines, one per table (``benchapply-small`` and
    ``benchapply-large``, each with its own SQLite ``FrontierStore``; staging and the Hadoop Iceberg
    warehouse in a temporary directory): ``plan_snapshot`` and every chunk through ``snapshot_chunk``,
-   one after the other. Then a small warm-up change set per table (``--warmup-changes``, the same mix
-   as below), ``capture_window`` (catch-up) of window 1 per pipeline and ``run_apply`` of window 1 per
-   pipeline: that loads the snapshot into the target table, then MERGEs window 1, so the JVM, the
-   catalog and Spark's code paths are warm before the clock starts.
-3. **Changes** (not timed). ``--changes`` changes per table with the same mix: 60% updates of
-   existing keys (every non-key column changes), 20% inserts of new keys (above the largest id) and
-   20% deletes of existing keys; the updated and deleted keys are drawn at random (``--seed``) from
-   the whole key range, without repetition, disjoint from each other and from the warm-up's keys, so
-   the window holds exactly ``--changes`` changed keys per table. The statements (1,000 keys each, in
-   a seeded random order of the two tables and the three kinds) run through the admin account with
-   the binlog on. Then ``capture_window`` of window 2 per pipeline.
-4. **Apply** (timed): ``run_apply`` of window 2 of the small table's pipeline, then of the large
-   table's, in the same SparkSession. The clock covers the whole ``run_apply`` call (reading the
-   manifest, planning from the table's state, schema check, the ``MERGE INTO`` and its commit).
+   one after the other. Then a warm-up change set per table (``--warmup-changes``, default as many as
+   a timed window, the mix below), ``capture_window`` (catch-up) of window 1 per pipeline and
+   ``run_apply`` of window 1 per pipeline: that loads the snapshot into the target table, then MERGEs
+   window 1, so the JVM, the catalog and Spark's code paths are warm before the clock starts.
+3. **Rounds** (``--rounds``, default 3), each:
+
+   a. **Changes** (not timed): ``--changes`` changes per table with the same mix: 60% updates of
+      existing keys (every non-key column changes), 20% inserts of new keys (above the largest id)
+      and 20% deletes of existing keys; the updated and deleted keys are drawn at random
+      (``--seed``) from the loaded ids, never one twice in the whole run, so the window holds
+      exactly ``--changes`` changed keys per table. The statements (1,000 keys each, in a seeded
+      random order of the two tables and the three kinds) run through the admin account with the
+      binlog on. Then ``capture_window`` of the round's window (2, 3, ...) per pipeline.
+   b. **Apply** (timed): ``run_apply`` of that window for each table, in the same SparkSession;
+      the small table goes first in odd rounds, the large one in even rounds (what runs first is
+      a little slower, the JIT still warming up). The clock covers the whole ``run_apply`` call
+      (reading the manifest, planning from the table's state, schema check, the ``MERGE INTO``
+      and its commit).
+
+   The last line reports each table's median over the rounds (the single figures are printed
+   before it); ``--rounds 1`` times one window per table, small table first.
 
 After each timed apply the Iceberg table is checked against MySQL (no writer runs in between): row
 count, ``SUM(id)``, ``SUM(a)`` and ``SUM(c)`` must be equal (updates change ``a`` and ``c``), and the
 row count must be what the load and the change sets imply; the benchmark fails (exit code 1)
-otherwise, or when the apply reports a failed table or applied another window than 2. Per table it
-also prints the commit's summary figures (data and delete files and records added, data and delete
-files in the table) from the table's ``snapshots`` metadata table, and where the apply's time went
-(``stages``): wall seconds of the apply's top-level ``TableApplier`` calls (``_source``: staged
-files checked and read into a DataFrame; ``_ensure_target``: schema check; ``read_state``: table
-refresh and state; ``_exists``; ``_merge``: the ``MERGE INTO`` and its commit), measured by wrapping
-those methods in this process (the package is not changed); ``other`` is the rest of ``run_apply``.
+otherwise, or when the apply reports a failed table or applied another window than the round's. Per
+apply it also prints the commit's summary figures (data and delete files and records added and
+removed, data and delete files in the table) from the table's ``snapshots`` metadata table, and where
+the apply's time went (``stages``): wall seconds of the apply's top-level ``TableApplier`` calls
+(``_source``: staged files checked and read into a DataFrame; ``_ensure_target``: schema check;
+``read_state``: table refresh and state; ``_exists``; ``_merge``: the ``MERGE INTO`` and its
+commit), measured by wrapping those methods in this process (the package is not changed); ``other``
+is the rest of ``run_apply``.
 
 ``--write-mode copy-on-write`` and ``--bucket N`` change the target tables after the warm-up (not
 timed): the first sets ``write.{merge,update,delete}.mode`` (the package creates its targets
@@ -68,6 +76,7 @@ import functools
 import os
 import random
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -99,7 +108,8 @@ PIPELINE_PREFIX = "benchapply"
 CATALOG = "lake"
 ROWS_PER_STATEMENT = 100_000
 KEYS_PER_STATEMENT = 1_000
-DEFAULT_WARMUP_CHANGES = 500
+DEFAULT_WARMUP_CHANGES = 10_000
+DEFAULT_ROUNDS = 3
 #: Server options of the local instance: a buffer pool that holds both tables, no fsync per commit.
 LOCAL_SETTINGS = {
     "innodb_buffer_pool_size": "1G",
@@ -235,6 +245,9 @@ class Keys:
     rng: random.Random
     used: set[int] = field(default_factory=set)
     next_new: int = 0
+    #: Rows inserted and deleted by the change sets so far.
+    inserted: int = 0
+    deleted: int = 0
 
     def __post_init__(self) -> None:
         self.next_new = self.rows + 1
@@ -263,6 +276,8 @@ def change_statements(keys: Keys, changes: int) -> list[str]:
     counts = mix(changes)
     statements: list[str] = []
     updated, deleted = keys.existing(counts["u"]), keys.existing(counts["d"])
+    keys.inserted += counts["c"]
+    keys.deleted += counts["d"]
     for start in range(0, len(updated), KEYS_PER_STATEMENT):
         chunk = ",".join(str(k) for k in updated[start : start + KEYS_PER_STATEMENT])
         statements.append(f"UPDATE {keys.table} SET {UPDATE_SET} WHERE id IN ({chunk})")
@@ -476,6 +491,7 @@ class Options:
     driver_memory: str
     write_mode: str | None
     bucket: int | None
+    rounds: int
 
 
 COMMIT_FIGURES = (
@@ -537,22 +553,21 @@ def warm_up(spark: SparkSession, server: Server, options: Options, pipelines: di
         )
 
 
-def timed_apply(spark: SparkSession, server: Server, options: Options, pipeline: Pipeline, rows: int) -> float:
-    """Time ``run_apply`` of window 2, print its figures, check the table against MySQL; returns seconds."""
+def timed_apply(spark: SparkSession, server: Server, pipeline: Pipeline, keys: Keys, window_id: int) -> float:
+    """Time ``run_apply`` of one window, print its figures, check the table against MySQL; returns seconds."""
     before = last_commit(spark, pipeline.target)
     with stage_clock() as stages:
         started = time.perf_counter()
-        report = apply_window(spark, pipeline, 2)
+        report = apply_window(spark, pipeline, window_id)
         seconds = time.perf_counter() - started
     commit = last_commit(spark, pipeline.target)
     expected = mysql_figures(server.admin, pipeline.table)
     found = iceberg_figures(spark, pipeline.target)
-    warm, timed = mix(options.warmup_changes), mix(options.changes)
-    expected_rows = rows + warm["c"] - warm["d"] + timed["c"] - timed["d"]
+    expected_rows = keys.rows + keys.inserted - keys.deleted
     print(
-        f"apply table={pipeline.table} rows={rows} changes={report['rows']} seconds={seconds:.3f} "
-        f"(job's own: {report['seconds']:.3f}) data_files_before={before.get('total-data-files')} "
-        f"delete_files_before={before.get('total-delete-files')}",
+        f"apply table={pipeline.table} window={window_id} loaded_rows={keys.rows} changes={report['rows']} "
+        f"seconds={seconds:.3f} (job's own: {report['seconds']:.3f}) "
+        f"data_files_before={before.get('total-data-files')} delete_files_before={before.get('total-delete-files')}",
         flush=True,
     )
     stage_text = " ".join(f"{name.lstrip('_')}={s:.3f}" for name, s in stages.items())
@@ -561,15 +576,16 @@ def timed_apply(spark: SparkSession, server: Server, options: Options, pipeline:
     print(f"  commit operation={commit['operation']} {figures}", flush=True)
     print(f"  check mysql(rows, sum_id, sum_a, sum_c)={expected} iceberg={found} expected_rows={expected_rows}")
     if found != expected or expected[0] != expected_rows:
-        raise BenchmarkError(f"{pipeline.target} differs from {pipeline.table} after window 2")
+        raise BenchmarkError(f"{pipeline.target} differs from {pipeline.table} after window {window_id}")
     return seconds
 
 
 def benchmark(server: Server, options: Options) -> str:
-    """Load, snapshot, warm up, change, capture, time the two applies, check; return the summary line
-    (printed by :func:`main` once the server is gone, so that it is the very last line)."""
+    """Load, snapshot, warm up, then per round change, capture and time the two applies, check; return
+    the summary line (printed by :func:`main` once the server is gone, so that it is the very last line)."""
     print(f"server: {server.description}, MySQL {execute(server.admin, 'SELECT VERSION()')[0][0]}", flush=True)
     rng = random.Random(options.seed + 1)
+    timings: dict[str, list[float]] = {"small": [], "large": []}
     with tempfile.TemporaryDirectory(prefix="bench-apply-") as scratch_dir:
         scratch = Path(scratch_dir)
         keys, pipelines = prepare(server, options, scratch)
@@ -578,16 +594,28 @@ def benchmark(server: Server, options: Options) -> str:
         spark = spark_session(scratch, options.spark_cores, options.driver_memory)
         try:
             warm_up(spark, server, options, pipelines)
-            seconds = make_changes(server.admin, list(keys.values()), options.changes, rng)
-            print(f"changes per_table={options.changes} mix={mix(options.changes)} seconds={seconds:.1f}", flush=True)
-            for pipeline in pipelines.values():
-                window_id, ops = pipeline.capture(server.cdc, 2)
-                if window_id != 2 or sum(ops.values()) != options.changes:
-                    raise BenchmarkError(f"the capture of {pipeline.name}: window {window_id}, staged rows {ops}")
-            small = timed_apply(spark, server, options, pipelines["small"], options.small_rows)
-            large = timed_apply(spark, server, options, pipelines["large"], options.large_rows)
+            for round_no in range(options.rounds):
+                window_id = round_no + 2
+                seconds = make_changes(server.admin, list(keys.values()), options.changes, rng)
+                print(
+                    f"round {round_no + 1}: changes per_table={options.changes} mix={mix(options.changes)} "
+                    f"seconds={seconds:.1f}",
+                    flush=True,
+                )
+                for pipeline in pipelines.values():
+                    captured, ops = pipeline.capture(server.cdc, window_id)
+                    if captured != window_id or sum(ops.values()) != options.changes:
+                        raise BenchmarkError(f"the capture of {pipeline.name}: window {captured}, staged rows {ops}")
+                order = ["small", "large"] if round_no % 2 == 0 else ["large", "small"]
+                for size in order:
+                    timings[size].append(timed_apply(spark, server, pipelines[size], keys[size], window_id))
         finally:
             spark.stop()
+    small, large = statistics.median(timings["small"]), statistics.median(timings["large"])
+    for size, values in timings.items():
+        print(
+            f"{size}_table_s per round: {' '.join(f'{v:.3f}' for v in values)} median={statistics.median(values):.3f}"
+        )
     return (
         f"apply changes={options.changes} small_table_s={small:.3f} large_table_s={large:.3f} ratio={large / small:.3f}"
     )
@@ -605,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_WARMUP_CHANGES,
         help=f"changes of the warm-up window (default {DEFAULT_WARMUP_CHANGES})",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help=f"timed windows per table, alternating which goes first; medians reported (default {DEFAULT_ROUNDS})",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the key choice and statement order (default 1)")
     parser.add_argument("--port", type=int, help="port of the local MySQL instance (default: a free one)")
     parser.add_argument("--instance", default=INSTANCE_NAME, help=f"local MySQL instance (default {INSTANCE_NAME})")
@@ -615,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--bucket", type=int, help="partition the targets by bucket(N, id) after the warm-up")
     args = parser.parse_args(argv)
-    for name in ("small_rows", "large_rows", "changes", "warmup_changes", "spark_cores"):
+    for name in ("small_rows", "large_rows", "changes", "warmup_changes", "spark_cores", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.bucket is not None and args.bucket < 1:
@@ -630,6 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         driver_memory=args.driver_memory,
         write_mode=args.write_mode,
         bucket=args.bucket,
+        rounds=args.rounds,
     )
     try:
         with local_server(args.instance, args.port) as server:

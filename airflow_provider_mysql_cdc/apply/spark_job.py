@@ -226,7 +226,7 @@ class TableApplier:
         frames = []
         for version in sorted({f.schema_version for _, f in files}):
             paths = [path for path, f in files if f.schema_version == version]
-            frames.append(self.spark.read.parquet(*paths))
+            frames.append(self._read_staged(*paths))
         if not frames:  # a TRUNCATE alone, or a chunk of a table dropped after planning: no rows
             if not self._exists(self.target):
                 raise TerminalCdcError(
@@ -245,6 +245,15 @@ class TableApplier:
             frame = frame.withColumn("__cdc_rank", F.row_number().over(latest)).where("__cdc_rank = 1")
             frame = frame.drop("__cdc_rank")
         return frame, keys, [f for _, f in files]
+
+    def _read_staged(self, *paths: str) -> DataFrame:
+        """Staged Parquet as Spark reads it. pyarrow writes dates and times in the proleptic Gregorian
+        calendar, so values before 1582 (MySQL's DATE range starts at 1000-01-01) are read as they are."""
+        return (
+            self.spark.read.option("datetimeRebaseMode", "CORRECTED")
+            .option("int96RebaseMode", "CORRECTED")
+            .parquet(*paths)
+        )
 
     # -- target -------------------------------------------------------------------------------------
 
@@ -440,7 +449,7 @@ class TableApplier:
             files, _ = self._step_files(step)
             if not files:
                 continue
-            frame = self.spark.read.parquet(*[path for path, _ in files])
+            frame = self._read_staged(*[path for path, _ in files])
             frame = frame.withColumn(CHANGELOG_WINDOW_COLUMN, F.lit(step.manifest.window_id).cast("int"))
             self._ensure_target(changelog, frame.drop(CHANGELOG_WINDOW_COLUMN), changelog=True, step=step)
             columns = [c for c, _ in self._columns(changelog)]
