@@ -52,7 +52,7 @@ test: venv mysql-install jars lint
 test-unit: venv
 	$(PY) -m pytest tests/unit
 
-demo: venv mysql-install
+demo: venv mysql-install jars
 	$(PY) scripts/demo.py
 
 # Capture throughput and peak memory against python-mysql-replication alone (own MySQL instance).
