@@ -499,7 +499,7 @@ COMMIT_FIGURES = (
     "added-records",
     "added-delete-files",
     "added-position-deletes",
-    "removed-data-files",
+    "deleted-data-files",
     "removed-delete-files",
     "removed-position-deletes",
     "deleted-records",
@@ -574,7 +574,10 @@ def timed_apply(spark: SparkSession, server: Server, pipeline: Pipeline, keys: K
     print(f"  stages {stage_text} other={seconds - sum(stages.values()):.3f}", flush=True)
     figures = " ".join(f"{key}={commit.get(key, 0)}" for key in COMMIT_FIGURES)
     print(f"  commit operation={commit['operation']} {figures}", flush=True)
-    print(f"  check mysql(rows, sum_id, sum_a, sum_c)={expected} iceberg={found} expected_rows={expected_rows}")
+    print(
+        f"  check mysql(rows, sum_id, sum_a, sum_c)={expected} iceberg={found} expected_rows={expected_rows}",
+        flush=True,
+    )
     if found != expected or expected[0] != expected_rows:
         raise BenchmarkError(f"{pipeline.target} differs from {pipeline.table} after window {window_id}")
     return seconds

@@ -4,7 +4,8 @@ Run by ``spark_apps/apply_changes.py`` (spark-submit); no Airflow import. For ea
 requested windows: read its applied state from the Iceberg table (:mod:`.plan`), evolve the schema,
 then one ``MERGE INTO`` per step (snapshot chunk batch or window) whose commit carries the new state
 as snapshot summary properties. Every target is created merge-on-read, so a MERGE writes position
-deletes and new rows for the changed keys and leaves the table's other data files alone.
+deletes and new rows for the changed keys and leaves the table's other data files alone (it still
+scans and shuffles the target's key column to find the matches).
 
 Exactly once without a lock: the Iceberg table object is pinned when the state is read (the catalog's
 table cache is refreshed first and does not expire during the job), the MERGE scans that same table
@@ -60,8 +61,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 
-#: Properties of every target table the apply creates: merge-on-read row-level operations (the cost
-#: of a MERGE follows the changes, not the table), format v2, serializable validation.
+#: Properties of every target table the apply creates: merge-on-read row-level operations (a MERGE
+#: writes new rows and position deletes for the changed keys only; it still scans the target's keys),
+#: format v2, serializable validation.
 TARGET_PROPERTIES = {
     "format-version": "2",
     "write.merge.mode": "merge-on-read",
