@@ -233,7 +233,13 @@ def plan_table(
     steps: list[TableStep] = []
     if current.window_id >= last and not current.loading:
         return steps
-    if load_snapshots:
+    if load_snapshots and current.loading and current.window_id >= last:
+        # A re-run of a window the table already holds, while a newer snapshot is still being loaded:
+        # finish the load (the requested windows are older than its hand-off).
+        steps, current = _load_steps(
+            table_name, snapshot(current.snapshot_id), current, current.snapshot_chunks_loaded, chunks_per_commit
+        )
+    elif load_snapshots:
         # The snapshot governing the first window the table still needs is its base.
         governing = window(min(max(first, current.window_id + 1), last)).snapshots.get(table_name)
         if governing and governing != current.snapshot_id:

@@ -444,3 +444,14 @@ def test_schema_change_sql_backquotes_names() -> None:
     )
     assert SchemaChange("widen", "n", "bigint").sql(target) == "ALTER TABLE iceberg.db.t ALTER COLUMN `n` TYPE bigint"
     assert SchemaChange("drop", "a`b").sql(target) == "ALTER TABLE iceberg.db.t DROP COLUMN `a``b`"
+
+
+def test_a_re_run_of_an_old_window_finishes_the_load_of_a_newer_snapshot() -> None:
+    """Mid-way through re-loading from 000002 (hand-off 4), a re-run of window 3 (governed by
+    000001, whose table manifest is gone) resumes the load instead of reading 000001."""
+    state = AppliedState(P, 3, "", "000002", 2, 5)
+    manifests = [window(3, "t")]
+    snapshots = [snapshot("000002", handoff=4, chunks=5)]
+    steps = plan(state, [3], manifests, snapshots)
+    assert shape(steps) == [("load", "000002", 2, 4, False), ("load", "000002", 4, 5, False)]
+    assert_chained(steps, state)
