@@ -18,6 +18,7 @@ other tables go on; the job exits non-zero when any table failed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import json
 import logging
@@ -184,8 +185,8 @@ class TableApplier:
 
     def _step_files(self, step: TableStep) -> tuple[list[tuple[str, StagedFile]], tuple[Any, ...]]:
         """The step's staged files (Spark path, file) after checking their checksums, and the schemas."""
-        if isinstance(step, ApplyWindow):
-            verify_manifest_files(self.config.staging_uri, step.manifest)
+        if isinstance(step, ApplyWindow):  # checksums of this table's files only
+            verify_manifest_files(self.config.staging_uri, dataclasses.replace(step.manifest, files=step.files))
             base = step.manifest.relative_dir()
             paths = [(spark_path(self.config.staging_uri, f"{base}/{f.path}"), f) for f in step.files]
             return paths, step.manifest.schemas

@@ -368,3 +368,22 @@ def test_every_type_of_the_type_map_lands_as_a_fresh_snapshot_stages_it(
         expected = sorted((tuple(normalize(v) for v in row) for row in staged.collect()), key=repr)
         assert len(expected) == len(case.rows) * 2 - len(case.deletes), table_name
         assert iceberg_rows(spark, target, columns) == expected, table_name
+
+
+def test_a_corrupt_staged_file_stops_the_table_before_its_merge(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    db = "apply_corrupt"
+    _create_shop(mysql_server, db)
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, db, TableSelection.of(f"{db}.customers"))
+    pipeline.snapshot("run-1")
+    mysql_server.execute(f"UPDATE {db}.customers SET name = 'changed' WHERE id < 10")
+    pipeline.capture("run-1")
+    (staged,) = (pipeline.staging / db / "windows" / "00000001").glob("*/v*/part-*.parquet")
+    staged.write_bytes(staged.read_bytes()[:-100])
+
+    report = run_apply(spark, config(pipeline, 1))
+    assert report["failed"] == [f"{db}.customers"]
+    assert "missing, truncated or changed" in report["tables"][f"{db}.customers"]["error"]
+    state = AppliedState.from_summary(cdc_commits(spark, f"{CATALOG}.{db}.customers")[-1], "customers")
+    assert state is not None and state.window_id == 0  # the snapshot is in, window 1 is not
