@@ -75,7 +75,6 @@ import contextlib
 import functools
 import os
 import random
-import socket
 import statistics
 import sys
 import tempfile
@@ -91,9 +90,11 @@ import pymysql
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-# scripts/ is not a package: mypy finds these only when given scripts/ too (as `make lint` would).
+# scripts/ is not a package: mypy finds these only when given scripts/ too (as `make lint` would), and
+# mysql_bench (this folder, sys.path[0] of a script) it checks only as benchmarks.mysql_bench.
 import iceberg_jars  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
 import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+from mysql_bench import BenchmarkError, Server, execute, local_server  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 
@@ -137,58 +138,6 @@ UPDATE_SET = (
 )
 #: The TableApplier methods whose wall time is reported per stage (top-level calls only).
 STAGE_METHODS = ("_source", "_ensure_target", "read_state", "_exists", "_merge")
-
-
-class BenchmarkError(RuntimeError):
-    """The benchmark could not run or its results are wrong."""
-
-
-# -- the server ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def execute(config: MySqlConnectionConfig, *statements: str) -> list[tuple[Any, ...]]:
-    """Run statements on one autocommit connection; return the last one's rows."""
-    rows: list[tuple[Any, ...]] = []
-    connection = pymysql.connect(**config.pymysql_kwargs(), autocommit=True)
-    try:
-        with connection.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement)
-                rows = list(cursor.fetchall())
-    finally:
-        connection.close()
-    return rows
-
-
-@dataclass(frozen=True)
-class Server:
-    """The local server: an admin account for loading and changing, the ``cdc`` account for the pipelines."""
-
-    admin: MySqlConnectionConfig
-    cdc: MySqlConnectionConfig
-    description: str
-
-
-@contextlib.contextmanager
-def local_server(name: str, port: int | None) -> Iterator[Server]:
-    """A fresh local MySQL instance, destroyed (stopped by PID, data deleted) on exit."""
-    local_mysql.install()
-    local_mysql.LocalMySQL(name, port=free_port()).destroy()  # leftovers of an interrupted run
-    instance = local_mysql.LocalMySQL(name, port=port or free_port(), settings=LOCAL_SETTINGS)
-    try:
-        instance.start()
-        admin = MySqlConnectionConfig(instance.host, instance.port, "root", instance.root_password)
-        cdc = MySqlConnectionConfig(instance.host, instance.port, local_mysql.CDC_USER, instance.cdc_password)
-        yield Server(admin, cdc, f"local instance {name!r} on {instance.host}:{instance.port}")
-    finally:
-        instance.destroy()
 
 
 # -- the tables and their changes ---------------------------------------------------------------
@@ -670,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds=args.rounds,
     )
     try:
-        with local_server(args.instance, args.port) as server:
+        with local_server(args.instance, LOCAL_SETTINGS, args.port) as server:
             summary = benchmark(server, options)
     except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)

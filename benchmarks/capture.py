@@ -48,29 +48,24 @@ where ``peak_rss_mb`` is the capture phase's peak RSS; the library's peak RSS is
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
-import os
-import resource
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pymysql
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would).
+# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would), and
+# mysql_bench (this folder, sys.path[0] of a script) it checks only as benchmarks.mysql_bench.
 import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+from mysql_bench import BenchmarkError, Server, execute, existing_server, local_server, peak_rss_mb  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 
@@ -99,81 +94,6 @@ CREATE_TABLE = f"""CREATE TABLE {DATABASE}.{TABLE} (
     f TINYINT NOT NULL
 )"""
 _EPOCH = dt.datetime(2024, 1, 1)
-
-
-class BenchmarkError(RuntimeError):
-    """The benchmark could not run or its results are wrong."""
-
-
-# -- the server ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Server:
-    """The server under test: an admin account for loading, the ``cdc`` account for reading."""
-
-    admin: MySqlConnectionConfig
-    cdc: MySqlConnectionConfig
-    description: str
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def execute(config: MySqlConnectionConfig, *statements: str) -> list[tuple[Any, ...]]:
-    """Run statements on one autocommit connection; return the last one's rows."""
-    rows: list[tuple[Any, ...]] = []
-    connection = pymysql.connect(**config.pymysql_kwargs(), autocommit=True)
-    try:
-        with connection.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement)
-                rows = list(cursor.fetchall())
-    finally:
-        connection.close()
-    return rows
-
-
-@contextlib.contextmanager
-def local_server() -> Iterator[Server]:
-    """A fresh local MySQL instance, destroyed (stopped by PID, data deleted) on exit."""
-    local_mysql.install()
-    local_mysql.LocalMySQL(INSTANCE_NAME, port=free_port()).destroy()  # leftovers of an interrupted run
-    instance = local_mysql.LocalMySQL(INSTANCE_NAME, port=free_port(), settings=LOCAL_SETTINGS)
-    try:
-        instance.start()
-        admin = MySqlConnectionConfig(instance.host, instance.port, "root", instance.root_password)
-        cdc = MySqlConnectionConfig(instance.host, instance.port, local_mysql.CDC_USER, instance.cdc_password)
-        yield Server(admin, cdc, f"local instance {INSTANCE_NAME!r} on {instance.host}:{instance.port}")
-    finally:
-        instance.destroy()
-
-
-@contextlib.contextmanager
-def existing_server(url: str) -> Iterator[Server]:
-    """The server named by ``mysql://USER:PASSWORD@HOST:PORT`` (an admin account), with a ``cdc`` account."""
-    parts = urlsplit(url)
-    if parts.scheme != "mysql":
-        raise BenchmarkError(f"--mysql-url must look like mysql://root:PASSWORD@HOST:PORT, not {parts.scheme}://...")
-    admin = MySqlConnectionConfig(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=unquote(parts.username or "root"),
-        password=unquote(parts.password or ""),
-    )
-    cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
-    execute(
-        admin,
-        f"CREATE USER IF NOT EXISTS 'cdc'@'%' IDENTIFIED BY '{cdc_password}'",
-        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc'@'%'",
-        f"GRANT SELECT, LOCK TABLES ON {DATABASE}.* TO 'cdc'@'%'",
-    )
-    cdc = MySqlConnectionConfig(admin.host, admin.port, local_mysql.CDC_USER, cdc_password)
-    yield Server(admin, cdc, f"existing server {admin.address}")
 
 
 # -- the load -----------------------------------------------------------------------------------
@@ -219,10 +139,6 @@ def binlog_megabytes(admin: MySqlConnectionConfig) -> float:
 # -- the phases (child processes) ---------------------------------------------------------------
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kilobytes
-
-
 def _cdc_config(spec: dict[str, Any]) -> MySqlConnectionConfig:
     return MySqlConnectionConfig(spec["host"], int(spec["port"]), spec["user"], spec["password"])
 
@@ -234,7 +150,7 @@ def library_phase(spec: dict[str, Any]) -> dict[str, Any]:
 
     target = int(spec["rows"])
     settings = _cdc_config(spec).pymysql_kwargs()
-    baseline = _peak_rss_mb()
+    baseline = peak_rss_mb()
     rows = 0
     id_sum = 0
     started = time.perf_counter()
@@ -278,7 +194,7 @@ def capture_phase(spec: dict[str, Any], *, profile: bool = False) -> dict[str, A
         replica_server_id=int(spec["server_id"]),
     )
     config = _cdc_config(spec)
-    baseline = _peak_rss_mb()
+    baseline = peak_rss_mb()
     profiler = None
     if profile:
         import cProfile
@@ -318,7 +234,7 @@ def run_phase_child(phase: str) -> int:
         result = capture_phase(spec, profile=True)
     else:
         raise BenchmarkError(f"unknown phase {phase!r}")
-    result["peak_rss_mb"] = _peak_rss_mb()
+    result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result), flush=True)
     return 0
 
@@ -446,7 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows < 1:
         parser.error("--rows must be positive")
     try:
-        with existing_server(args.mysql_url) if args.mysql_url else local_server() as server:
+        server_context = (
+            existing_server(args.mysql_url, DATABASE) if args.mysql_url else local_server(INSTANCE_NAME, LOCAL_SETTINGS)
+        )
+        with server_context as server:
             summary = benchmark(server, args.rows, args.profile)
     except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)

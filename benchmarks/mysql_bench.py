@@ -1,0 +1,109 @@
+"""Helpers shared by the benchmarks: their own local MySQL instance, or an existing server.
+
+The benchmarks run as scripts (``.venv/bin/python benchmarks/<name>.py``), so this folder is
+``sys.path[0]`` and they import this module as ``mysql_bench``. Like them, it finds
+``scripts/local_mysql.py`` by putting ``scripts/`` on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import socket
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+
+SCRIPTS_DIR = str(Path(__file__).resolve().parents[1] / "scripts")
+if SCRIPTS_DIR not in sys.path:
+    sys.path.insert(0, SCRIPTS_DIR)
+
+# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would).
+import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
+
+
+class BenchmarkError(RuntimeError):
+    """The benchmark could not run or its results are wrong."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """The server under test: an admin account for loading (changing, dumping), the ``cdc`` account for reading."""
+
+    admin: MySqlConnectionConfig
+    cdc: MySqlConnectionConfig
+    description: str
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def execute(config: MySqlConnectionConfig, *statements: str) -> list[tuple[Any, ...]]:
+    """Run statements on one autocommit connection; return the last one's rows."""
+    rows: list[tuple[Any, ...]] = []
+    connection = pymysql.connect(**config.pymysql_kwargs(), autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+                rows = list(cursor.fetchall())
+    finally:
+        connection.close()
+    return rows
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS in megabytes (``getrusage(RUSAGE_SELF).ru_maxrss``)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kilobytes
+
+
+@contextlib.contextmanager
+def local_server(name: str, settings: Mapping[str, str], port: int | None = None) -> Iterator[Server]:
+    """A fresh local MySQL instance ``name`` with server options ``settings`` on ``port`` (default: a free
+    one), destroyed (stopped by PID, data deleted) on exit."""
+    local_mysql.install()
+    local_mysql.LocalMySQL(name, port=free_port()).destroy()  # leftovers of an interrupted run
+    instance = local_mysql.LocalMySQL(name, port=port or free_port(), settings=settings)
+    try:
+        instance.start()
+        admin = MySqlConnectionConfig(instance.host, instance.port, "root", instance.root_password)
+        cdc = MySqlConnectionConfig(instance.host, instance.port, local_mysql.CDC_USER, instance.cdc_password)
+        yield Server(admin, cdc, f"local instance {name!r} on {instance.host}:{instance.port}")
+    finally:
+        instance.destroy()
+
+
+@contextlib.contextmanager
+def existing_server(url: str, database: str) -> Iterator[Server]:
+    """The server named by ``mysql://USER:PASSWORD@HOST:PORT`` (an admin account), with a ``cdc`` account
+    that may read ``database``."""
+    parts = urlsplit(url)
+    if parts.scheme != "mysql":
+        raise BenchmarkError(f"--mysql-url must look like mysql://root:PASSWORD@HOST:PORT, not {parts.scheme}://...")
+    admin = MySqlConnectionConfig(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""),
+    )
+    cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
+    execute(
+        admin,
+        f"CREATE USER IF NOT EXISTS 'cdc'@'%' IDENTIFIED BY '{cdc_password}'",
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc'@'%'",
+        f"GRANT SELECT, LOCK TABLES ON {database}.* TO 'cdc'@'%'",
+    )
+    cdc = MySqlConnectionConfig(admin.host, admin.port, local_mysql.CDC_USER, cdc_password)
+    yield Server(admin, cdc, f"existing server {admin.address}")
