@@ -31,6 +31,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{PACKAGE}.operators.preflight",
                     f"{PACKAGE}.operators.snapshot",
                     f"{PACKAGE}.operators.capture",
+                    f"{PACKAGE}.operators.apply",
                 ],
             }
         ],
