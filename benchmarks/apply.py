@@ -93,8 +93,13 @@ sys.path.insert(0, str(REPO_ROOT / "scripts"))
 # scripts/ is not a package: mypy finds these only when given scripts/ too (as `make lint` would), and
 # mysql_bench (this folder, sys.path[0] of a script) it checks only as benchmarks.mysql_bench.
 import iceberg_jars  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
-import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
-from mysql_bench import BenchmarkError, Server, execute, local_server  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+    BenchmarkError,
+    Server,
+    execute,
+    local_server,
+    print_summary,
+)
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 
@@ -618,15 +623,9 @@ def main(argv: list[str] | None = None) -> int:
         bucket=args.bucket,
         rounds=args.rounds,
     )
-    try:
-        with local_server(args.instance, LOCAL_SETTINGS, args.port) as server:
-            summary = benchmark(server, options)
-    except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
-        print(f"benchmark failed: {exc}", file=sys.stderr)
-        return 1
-    sys.stderr.flush()
-    print(summary, flush=True)
-    return 0
+    return int(
+        print_summary(local_server(args.instance, LOCAL_SETTINGS, args.port), lambda server: benchmark(server, options))
+    )
 
 
 if __name__ == "__main__":

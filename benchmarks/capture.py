@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,8 +62,18 @@ sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
 # scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would), and
 # mysql_bench (this folder, sys.path[0] of a script) it checks only as benchmarks.mysql_bench.
-import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
-from mysql_bench import BenchmarkError, Server, execute, existing_server, local_server, peak_rss_mb  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+    BenchmarkError,
+    Server,
+    cdc_config,
+    execute,
+    existing_server,
+    local_server,
+    peak_rss_mb,
+    print_summary,
+    run_phase,
+    run_phase_child,
+)
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 
@@ -83,7 +91,8 @@ LOCAL_SETTINGS = {
     "innodb_flush_log_at_trx_commit": "2",
     "sync_binlog": "0",
 }
-PHASE_TIMEOUT_SECONDS = 3_600
+#: This script, run again with ``--phase`` for each measured phase.
+SCRIPT = str(Path(__file__).resolve())
 CREATE_TABLE = f"""CREATE TABLE {DATABASE}.{TABLE} (
     id BIGINT NOT NULL PRIMARY KEY,
     a INT NOT NULL,
@@ -139,17 +148,13 @@ def binlog_megabytes(admin: MySqlConnectionConfig) -> float:
 # -- the phases (child processes) ---------------------------------------------------------------
 
 
-def _cdc_config(spec: dict[str, Any]) -> MySqlConnectionConfig:
-    return MySqlConnectionConfig(spec["host"], int(spec["port"]), spec["user"], spec["password"])
-
-
 def library_phase(spec: dict[str, Any]) -> dict[str, Any]:
     """python-mysql-replication alone: every WriteRowsEvent after the frontier, every row's values."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import WriteRowsEvent
 
     target = int(spec["rows"])
-    settings = _cdc_config(spec).pymysql_kwargs()
+    settings = cdc_config(spec).pymysql_kwargs()
     baseline = peak_rss_mb()
     rows = 0
     id_sum = 0
@@ -193,7 +198,7 @@ def capture_phase(spec: dict[str, Any], *, profile: bool = False) -> dict[str, A
         initial_frontier=GtidSet.parse(spec["frontier"]),
         replica_server_id=int(spec["server_id"]),
     )
-    config = _cdc_config(spec)
+    config = cdc_config(spec)
     baseline = peak_rss_mb()
     profiler = None
     if profile:
@@ -221,39 +226,6 @@ def capture_phase(spec: dict[str, Any], *, profile: bool = False) -> dict[str, A
         "baseline_rss_mb": baseline,
         "peak_rss_mb": 0.0,
     }
-
-
-def run_phase_child(phase: str) -> int:
-    """Child side of ``--phase``: parameters from stdin, one JSON result line on stdout."""
-    spec = json.loads(sys.stdin.read())
-    if phase == "library":
-        result = library_phase(spec)
-    elif phase == "capture":
-        result = capture_phase(spec)
-    elif phase == "capture-profile":
-        result = capture_phase(spec, profile=True)
-    else:
-        raise BenchmarkError(f"unknown phase {phase!r}")
-    result["peak_rss_mb"] = peak_rss_mb()
-    print(json.dumps(result), flush=True)
-    return 0
-
-
-def run_phase(phase: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one phase in a fresh interpreter (so its peak RSS is its own); its stderr passes through."""
-    completed = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--phase", phase],
-        input=json.dumps(spec),
-        stdout=subprocess.PIPE,
-        text=True,
-        timeout=PHASE_TIMEOUT_SECONDS,
-        check=False,
-    )
-    lines = completed.stdout.strip().splitlines()
-    if completed.returncode != 0 or not lines:
-        raise BenchmarkError(f"phase {phase!r} failed with exit code {completed.returncode}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
 
 
 # -- checks -------------------------------------------------------------------------------------
@@ -302,7 +274,7 @@ def benchmark(server: Server, rows: int, profile: bool) -> str:
     )
     reader = {"host": server.cdc.host, "port": server.cdc.port, "user": server.cdc.user}
     secret = {"password": server.cdc.password}
-    library = run_phase("library", {**reader, **secret, "rows": rows, "frontier": frontier})
+    library = run_phase(SCRIPT, "library", {**reader, **secret, "rows": rows, "frontier": frontier})
     expected_id_sum = rows * (rows + 1) // 2
     if library["rows"] != rows or library["id_sum"] != expected_id_sum:
         raise BenchmarkError(f"the library read {library['rows']} rows (id sum {library['id_sum']}), expected {rows}")
@@ -323,7 +295,7 @@ def benchmark(server: Server, rows: int, profile: bool) -> str:
             "store_path": str(Path(scratch) / "frontier.db"),
             "server_id": CAPTURE_SERVER_ID,
         }
-        capture = run_phase("capture", spec)
+        capture = run_phase(SCRIPT, "capture", spec)
         files, parquet_mb = check_staging(staging_dir, capture, rows)
         if capture["rows"] != rows:
             raise BenchmarkError(f"the capture staged {capture['rows']} rows, expected {rows}")
@@ -334,7 +306,7 @@ def benchmark(server: Server, rows: int, profile: bool) -> str:
                 "store_path": str(Path(scratch) / "frontier-profile.db"),
                 "server_id": PROFILE_SERVER_ID,
             }
-            result = run_phase("capture-profile", profiled)
+            result = run_phase(SCRIPT, "capture-profile", profiled)
             print(f"profiled capture: {result['rows']} rows in {result['seconds']:.1f} s (timings below unaffected)")
     rate = rows / capture["seconds"]
     print(
@@ -358,21 +330,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phase:
-        return run_phase_child(args.phase)
+        return int(
+            run_phase_child(
+                args.phase,
+                {
+                    "library": library_phase,
+                    "capture": capture_phase,
+                    "capture-profile": lambda spec: capture_phase(spec, profile=True),
+                },
+            )
+        )
     if args.rows < 1:
         parser.error("--rows must be positive")
-    try:
-        server_context = (
-            existing_server(args.mysql_url, DATABASE) if args.mysql_url else local_server(INSTANCE_NAME, LOCAL_SETTINGS)
-        )
-        with server_context as server:
-            summary = benchmark(server, args.rows, args.profile)
-    except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
-        print(f"benchmark failed: {exc}", file=sys.stderr)
-        return 1
-    sys.stderr.flush()
-    print(summary, flush=True)
-    return 0
+    server_context = (
+        existing_server(args.mysql_url, DATABASE) if args.mysql_url else local_server(INSTANCE_NAME, LOCAL_SETTINGS)
+    )
+    return int(print_summary(server_context, lambda server: benchmark(server, args.rows, args.profile)))
 
 
 if __name__ == "__main__":

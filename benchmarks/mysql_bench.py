@@ -8,11 +8,13 @@ The benchmarks run as scripts (``.venv/bin/python benchmarks/<name>.py``), so th
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import socket
+import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ if SCRIPTS_DIR not in sys.path:
 import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
+
+#: How long one phase (a child interpreter) may run.
+PHASE_TIMEOUT_SECONDS = 3_600
 
 
 class BenchmarkError(RuntimeError):
@@ -107,3 +112,50 @@ def existing_server(url: str, database: str) -> Iterator[Server]:
     )
     cdc = MySqlConnectionConfig(admin.host, admin.port, local_mysql.CDC_USER, cdc_password)
     yield Server(admin, cdc, f"existing server {admin.address}")
+
+
+def cdc_config(spec: Mapping[str, Any]) -> MySqlConnectionConfig:
+    """The ``cdc`` account a phase's parameters name (``host``, ``port``, ``user``, ``password``)."""
+    return MySqlConnectionConfig(spec["host"], int(spec["port"]), spec["user"], spec["password"])
+
+
+def run_phase_child(phase: str, phases: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> int:
+    """Child side of ``--phase``: parameters from stdin, one JSON result line (with its peak RSS) on stdout."""
+    spec = json.loads(sys.stdin.read())
+    if phase not in phases:
+        raise BenchmarkError(f"unknown phase {phase!r}")
+    result = phases[phase](spec)
+    result["peak_rss_mb"] = peak_rss_mb()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def run_phase(script: str, phase: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one phase of ``script`` in a fresh interpreter (so its peak RSS is its own); its stderr passes
+    through."""
+    completed = subprocess.run(
+        [sys.executable, script, "--phase", phase],
+        input=json.dumps(spec),
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=PHASE_TIMEOUT_SECONDS,
+        check=False,
+    )
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        raise BenchmarkError(f"phase {phase!r} failed with exit code {completed.returncode}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def print_summary(server_context: contextlib.AbstractContextManager[Server], benchmark: Callable[[Server], str]) -> int:
+    """Run ``benchmark`` on the server; print its summary line last (exit 0), or why it failed (exit 1)."""
+    try:
+        with server_context as server:
+            summary = benchmark(server)
+    except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    sys.stderr.flush()
+    print(summary, flush=True)
+    return 0

@@ -79,7 +79,18 @@ sys.path.insert(0, str(REPO_ROOT / "scripts"))
 # scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would), and
 # mysql_bench (this folder, sys.path[0] of a script) it checks only as benchmarks.mysql_bench.
 import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
-from mysql_bench import BenchmarkError, Server, execute, existing_server, local_server, peak_rss_mb  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+    BenchmarkError,
+    Server,
+    cdc_config,
+    execute,
+    existing_server,
+    local_server,
+    peak_rss_mb,
+    print_summary,
+    run_phase,
+    run_phase_child,
+)
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 from airflow_provider_mysql_cdc.snapshot.engine import DEFAULT_CHUNK_ROWS, DEFAULT_FETCH_ROWS  # noqa: E402
@@ -97,7 +108,8 @@ LOCAL_SETTINGS = {
     "innodb_flush_log_at_trx_commit": "2",
     "sync_binlog": "0",
 }
-PHASE_TIMEOUT_SECONDS = 3_600
+#: This script, run again with ``--phase`` for each measured phase.
+SCRIPT = str(Path(__file__).resolve())
 WORKER_START_TIMEOUT_SECONDS = 300
 #: Times a chunk is retried after ``FrontierConflictError`` (transient: two chunk tasks raced on a
 #: metadata record), as Airflow would retry the mapped task; retries are counted and printed.
@@ -178,10 +190,6 @@ def load(admin: MySqlConnectionConfig, rows: int) -> tuple[float, int, float]:
 # -- the snapshot phase (a coordinator process and its workers) ---------------------------------
 
 
-def _cdc_config(spec: dict[str, Any]) -> MySqlConnectionConfig:
-    return MySqlConnectionConfig(spec["host"], int(spec["port"]), spec["user"], spec["password"])
-
-
 def _snapshot_request(spec: dict[str, Any]) -> Any:
     from airflow_provider_mysql_cdc.core.windows import TableSelection
     from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest
@@ -206,7 +214,7 @@ def _worker_init(spec: dict[str, Any], ready: Any) -> None:
 
     store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
     store.ensure_schema()
-    _WORKER.update(request=_snapshot_request(spec), config=_cdc_config(spec), store=store)
+    _WORKER.update(request=_snapshot_request(spec), config=cdc_config(spec), store=store)
     ready.wait(WORKER_START_TIMEOUT_SECONDS)
 
 
@@ -251,7 +259,7 @@ def snapshot_phase(spec: dict[str, Any]) -> dict[str, Any]:
     store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
     store.ensure_schema()  # once, before the workers open the same file
     request = _snapshot_request(spec)
-    config = _cdc_config(spec)
+    config = cdc_config(spec)
     context = multiprocessing.get_context("spawn")
     ready = context.Barrier(workers + 1)
     with context.Pool(workers, initializer=_worker_init, initargs=(spec, ready)) as pool:
@@ -291,7 +299,7 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
     store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
     store.ensure_schema()
     request = _snapshot_request(spec)
-    config = _cdc_config(spec)
+    config = cdc_config(spec)
     plan = plan_snapshot(request, config, store)
     argument = plan.mapped_arguments()[0]
     chunk = SnapshotChunk.from_json(argument["chunk"])
@@ -305,37 +313,6 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
     pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
     pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     return {"rows": result.rows, "seconds": seconds, "peak_rss_mb": 0.0}
-
-
-def run_phase_child(phase: str) -> int:
-    """Child side of ``--phase``: parameters from stdin, one JSON result line on stdout."""
-    spec = json.loads(sys.stdin.read())
-    if phase == "snapshot":
-        result = snapshot_phase(spec)
-    elif phase == "snapshot-profile":
-        result = snapshot_profile_phase(spec)
-    else:
-        raise BenchmarkError(f"unknown phase {phase!r}")
-    result["peak_rss_mb"] = peak_rss_mb()
-    print(json.dumps(result), flush=True)
-    return 0
-
-
-def run_phase(phase: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one phase in a fresh interpreter (so its peak RSS is its own); its stderr passes through."""
-    completed = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--phase", phase],
-        input=json.dumps(spec),
-        stdout=subprocess.PIPE,
-        text=True,
-        timeout=PHASE_TIMEOUT_SECONDS,
-        check=False,
-    )
-    lines = completed.stdout.strip().splitlines()
-    if completed.returncode != 0 or not lines:
-        raise BenchmarkError(f"phase {phase!r} failed with exit code {completed.returncode}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
 
 
 # -- the mysqldump phase ------------------------------------------------------------------------
@@ -472,7 +449,7 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
             "chunk_rows": chunk_rows,
             "fetch_rows": fetch_rows,
         }
-        snapshot = run_phase("snapshot", spec)
+        snapshot = run_phase(SCRIPT, "snapshot", spec)
         if snapshot["rows"] != rows or any(chunk["reused"] for chunk in snapshot["chunks"]):
             raise BenchmarkError(f"the snapshot staged {snapshot['rows']} rows, expected {rows}")
         files, parquet_mb = check_staging(staging_dir, snapshot, rows)
@@ -482,7 +459,7 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
                 "staging_dir": str(Path(scratch) / "staging-profile"),
                 "store_path": str(Path(scratch) / "frontier-profile.db"),
             }
-            result = run_phase("snapshot-profile", profiled)
+            result = run_phase(SCRIPT, "snapshot-profile", profiled)
             print(f"profiled chunk: {result['rows']} rows in {result['seconds']:.1f} s (timings below unaffected)")
     rate = rows / snapshot["seconds"]
     lock_times = [float(chunk["lock_ms"]) for chunk in snapshot["chunks"] if chunk["lock_ms"] is not None]
@@ -524,22 +501,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phase:
-        return run_phase_child(args.phase)
+        return int(
+            run_phase_child(args.phase, {"snapshot": snapshot_phase, "snapshot-profile": snapshot_profile_phase})
+        )
     for name in ("rows", "workers", "chunk_rows", "fetch_rows"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive")
-    try:
-        server_context = (
-            existing_server(args.mysql_url, DATABASE) if args.mysql_url else local_server(INSTANCE_NAME, LOCAL_SETTINGS)
+    server_context = (
+        existing_server(args.mysql_url, DATABASE) if args.mysql_url else local_server(INSTANCE_NAME, LOCAL_SETTINGS)
+    )
+    return int(
+        print_summary(
+            server_context,
+            lambda server: benchmark(server, args.rows, args.workers, args.chunk_rows, args.fetch_rows, args.profile),
         )
-        with server_context as server:
-            summary = benchmark(server, args.rows, args.workers, args.chunk_rows, args.fetch_rows, args.profile)
-    except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
-        print(f"benchmark failed: {exc}", file=sys.stderr)
-        return 1
-    sys.stderr.flush()
-    print(summary, flush=True)
-    return 0
+    )
 
 
 if __name__ == "__main__":
