@@ -167,6 +167,8 @@ class TableApplier:
         self.report = TableReport(target=self.target)
         self._snapshot_cache: dict[str, SnapshotTableManifest | None] = {}
         self._window_cache: dict[int, StagingManifest | None] = {}
+        #: Files of this table per window whose checksums were verified (the changelog reuses them).
+        self._verified_window_files: dict[int, list[tuple[str, StagedFile]]] = {}
 
     # -- staging ------------------------------------------------------------------------------------
 
@@ -185,11 +187,15 @@ class TableApplier:
 
     def _step_files(self, step: TableStep) -> tuple[list[tuple[str, StagedFile]], tuple[Any, ...]]:
         """The step's staged files (Spark path, file) after checking their checksums, and the schemas."""
-        if isinstance(step, ApplyWindow):  # checksums of this table's files only
-            verify_manifest_files(self.config.staging_uri, dataclasses.replace(step.manifest, files=step.files))
-            base = step.manifest.relative_dir()
-            paths = [(spark_path(self.config.staging_uri, f"{base}/{f.path}"), f) for f in step.files]
-            return paths, step.manifest.schemas
+        if isinstance(step, ApplyWindow):  # checksums of this table's files only, once per window
+            window_id = step.manifest.window_id
+            if window_id not in self._verified_window_files:
+                verify_manifest_files(self.config.staging_uri, dataclasses.replace(step.manifest, files=step.files))
+                base = step.manifest.relative_dir()
+                self._verified_window_files[window_id] = [
+                    (spark_path(self.config.staging_uri, f"{base}/{f.path}"), f) for f in step.files
+                ]
+            return self._verified_window_files[window_id], step.manifest.schemas
         files: list[tuple[str, StagedFile]] = []
         schemas: list[Any] = []
         for chunk in step.snapshot.chunks[step.first_chunk : step.end_chunk]:
