@@ -232,11 +232,8 @@ class TableApplier:
 
         files, schemas = self._step_files(step)
         keys = self._key_columns(step, schemas)
-        frames = []
-        for version in sorted({f.schema_version for _, f in files}):
-            paths = [path for path, f in files if f.schema_version == version]
-            frames.append(self._read_staged(*paths))
-        if not frames:  # a TRUNCATE alone, or a chunk of a table dropped after planning: no rows
+        frame = self._read_versions(files)
+        if frame is None:  # a TRUNCATE alone, or a chunk of a table dropped after planning: no rows
             if not self._exists(self.target):
                 raise TerminalCdcError(
                     f"{self.table_name}: {step.describe()} stages no rows and no schema, and the target table "
@@ -244,9 +241,6 @@ class TableApplier:
                 )
             empty = self.spark.table(self.target).limit(0).withColumn(OP_COLUMN, F.lit("d"))
             return empty, keys, []
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other, allowMissingColumns=True)
         if isinstance(step, ApplyWindow):
             if step.truncate_seq is not None:
                 frame = frame.where(F.col("_cdc_seq") > F.lit(step.truncate_seq))
@@ -254,6 +248,15 @@ class TableApplier:
             frame = frame.withColumn("__cdc_rank", F.row_number().over(latest)).where("__cdc_rank = 1")
             frame = frame.drop("__cdc_rank")
         return frame, keys, [f for _, f in files]
+
+    def _read_versions(self, files: Sequence[tuple[str, StagedFile]]) -> DataFrame | None:
+        """The rows of staged files of any schema versions, unioned by column name (a column missing from a
+        version is NULL there); None when there are no files."""
+        frame = None
+        for version in sorted({f.schema_version for _, f in files}):
+            rows = self._read_staged(*[path for path, f in files if f.schema_version == version])
+            frame = rows if frame is None else frame.unionByName(rows, allowMissingColumns=True)
+        return frame
 
     def _read_staged(self, *paths: str) -> DataFrame:
         """Staged Parquet as Spark reads it. pyarrow writes dates and times in the proleptic Gregorian
@@ -456,9 +459,9 @@ class TableApplier:
         for step in steps:
             assert isinstance(step, ApplyWindow)
             files, _ = self._step_files(step)
-            if not files:
+            frame = self._read_versions(files)
+            if frame is None:
                 continue
-            frame = self._read_staged(*[path for path, _ in files])
             frame = frame.withColumn(CHANGELOG_WINDOW_COLUMN, F.lit(step.manifest.window_id).cast("int"))
             self._ensure_target(changelog, frame.drop(CHANGELOG_WINDOW_COLUMN), changelog=True, step=step)
             columns = [c for c, _ in self._columns(changelog)]

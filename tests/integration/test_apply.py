@@ -228,16 +228,27 @@ def test_history_mode_keeps_every_change_in_a_changelog_table(
         f"DELETE FROM {db}.customers WHERE id = 2",
     )
     pipeline.capture("run-1")
-    mysql_server.execute(f"INSERT INTO {db}.customers VALUES (900, 'new', NULL, NULL, NULL)")
+    # Window 2 holds two schema versions of the table: before and after an added column.
+    mysql_server.execute(
+        f"UPDATE {db}.customers SET name = 'pre-ddl' WHERE id = 3",
+        f"ALTER TABLE {db}.customers ADD COLUMN tier INT NULL",
+        f"INSERT INTO {db}.customers VALUES (900, 'new', NULL, NULL, NULL, 7)",
+    )
     pipeline.capture("run-2")
 
     for _ in range(2):  # a re-run replaces each window's partition: no duplicates
         apply(spark, pipeline, 1, 2, history=(f"{db}.customers",))
     changelog = f"{CATALOG}.{db}.customers_changelog"
-    rows = spark.sql(f"SELECT _cdc_window_id, _cdc_op, id, name FROM {changelog} ORDER BY _cdc_seq").collect()
-    assert [tuple(r) for r in rows] == [(1, "u", 1, "v1"), (1, "u", 1, "v2"), (1, "d", 2, "c2"), (2, "c", 900, "new")]
+    rows = spark.sql(f"SELECT _cdc_window_id, _cdc_op, id, name, tier FROM {changelog} ORDER BY _cdc_seq").collect()
+    assert [tuple(r) for r in rows] == [
+        (1, "u", 1, "v1", None),
+        (1, "u", 1, "v2", None),
+        (1, "d", 2, "c2", None),
+        (2, "u", 3, "pre-ddl", None),
+        (2, "c", 900, "new", 7),
+    ]
     assert not spark.catalog.tableExists(f"{CATALOG}.{db}.lines_changelog")
-    _check(spark, mysql_server, db, CUSTOMER_COLUMNS)
+    _check(spark, mysql_server, db, [*CUSTOMER_COLUMNS, "tier"])
 
 
 def _race_setup(mysql_server: MySqlTestServer, tmp_path: Path, db: str) -> SnapshotPipeline:
