@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -112,21 +112,25 @@ class CaptureResult:
     """What a capture run produced; small and JSON-safe via :meth:`as_xcom`."""
 
     pipeline: str
-    window_id: int
+    #: None when the run's interval was already covered (see ``covered``): no window was planned.
+    window_id: int | None
     lower: GtidSet
     upper: GtidSet
-    manifest_uri: str
+    manifest_uri: str | None
     transactions: int
     op_counts: dict[str, int]
     table_counts: dict[str, dict[str, int]]
     reused_published: bool
     last_commit_ts_us: int | None
+    #: Why the run captured nothing without planning a window, else None.
+    covered: str | None = None
 
     def as_xcom(self) -> dict[str, Any]:
         """The facts Airflow passes on (no rows, no secrets)."""
         return {
             "pipeline": self.pipeline,
             "window_id": self.window_id,
+            "covered": self.covered,
             "lower": str(self.lower),
             "upper": str(self.upper),
             "manifest_uri": self.manifest_uri,
@@ -369,8 +373,37 @@ def _server_state(config: MySqlConnectionConfig) -> tuple[GtidSet, int]:
     return GtidSet.parse(str(executed or "")), int(now)
 
 
-def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig) -> WindowRecord:
-    """Find the run's window, or plan the next one (written once)."""
+def interval_already_covered(
+    interval_end: datetime, registered_at: datetime | None, windows: Sequence[WindowRecord]
+) -> str | None:
+    """Why a ``data_interval`` run ending at ``interval_end`` has nothing left to capture, or None.
+
+    Its transactions are then either older than the pipeline (its snapshots hold them) or already in a
+    window whose cut-off is at or after ``interval_end`` (a backfill of a range that later runs
+    captured). A ``catch_up`` window reaches the moment it was planned.
+    """
+    if registered_at is not None and interval_end <= registered_at:
+        return (
+            f"the interval ends at {interval_end.isoformat()}, before the pipeline was registered at "
+            f"{registered_at.isoformat()}: its changes are older than the pipeline's initial frontier "
+            "(the snapshots hold them), so there is nothing to capture"
+        )
+    for window in reversed(windows):
+        if window.cutoff_rule == CutoffRule.DATA_INTERVAL.value:
+            reach: datetime | None = datetime.fromisoformat(window.cutoff_value)
+        else:
+            reach = window.planned_at
+        if reach is not None and interval_end <= reach:
+            return (
+                f"the interval ends at {interval_end.isoformat()}, but window {window.window_id} (run "
+                f"{window.run_id!r}) already captured everything committed before {reach.isoformat()}: "
+                "there is nothing left to capture"
+            )
+    return None
+
+
+def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig) -> WindowRecord | CaptureResult:
+    """Find the run's window, or plan the next one (written once); a result when there is nothing to plan."""
     existing = store.window_for_run(request.pipeline, request.run_id)
     if existing is not None:
         return existing
@@ -381,7 +414,18 @@ def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnection
             initial, _ = _server_state(source)
         pipeline = store.register_pipeline(request.pipeline, initial)
         log.info("pipeline %s registered with initial frontier %s", request.pipeline, pipeline.initial_frontier)
-    last = store.last_window(request.pipeline)
+    windows = store.list_windows(request.pipeline)
+    # The first window is always planned (even when empty): it carries the first snapshots' hand-off.
+    if request.cutoff is CutoffRule.DATA_INTERVAL and windows:
+        assert request.data_interval_end is not None
+        covered = interval_already_covered(request.data_interval_end.astimezone(UTC), pipeline.registered_at, windows)
+        if covered is not None:
+            log.info("pipeline %s run %s: %s", request.pipeline, request.run_id, covered)
+            frontier = pipeline.capture_frontier
+            return CaptureResult(
+                request.pipeline, None, frontier, frontier, None, 0, {}, {}, False, None, covered=covered
+            )
+    last = windows[-1] if windows else None
     if last is not None and not last.is_published:
         raise WindowOrderError(
             f"pipeline {request.pipeline!r}: window {last.window_id} (run {last.run_id!r}) is not published yet; "
@@ -538,6 +582,8 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
     """Capture (or re-capture) the request's window and publish it; see the module docstring."""
     require_server_settings(source)
     window = _plan(request, store, source)
+    if isinstance(window, CaptureResult):
+        return window
     bound = _bound(window, source)
     published = None
     if window.is_published:
@@ -607,7 +653,12 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
         writer.publish(manifest)  # the published manifest or one of its files was missing or damaged: rewrite
         return _result(manifest, request, reused=False)
     uri = writer.publish(manifest)
-    store.publish_window(window, upper, uri, {"transactions": state.transactions, **manifest.op_counts()})
+    store.publish_window(
+        window,
+        upper,
+        uri,
+        {"transactions": state.transactions, "last_commit_ts_us": state.last_commit_ts_us, **manifest.op_counts()},
+    )
     log.info(
         "window %s published: %s transactions, rows by op %s, upper %s",
         window.window_id,

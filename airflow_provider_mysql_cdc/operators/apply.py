@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Context
+from airflow.sdk import Asset, AssetAlias, Context
 
 from airflow_provider_mysql_cdc.capture.staging_writer import read_text
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
@@ -50,6 +50,20 @@ def apply_spark_conf(catalog: str, warehouse: str | None, catalog_conf: Mapping[
     return conf
 
 
+#: Asset alias the apply task emits its target tables' Asset events through (see :func:`iceberg_table_asset`).
+DEFAULT_ASSET_ALIAS = "mysql_cdc_iceberg_tables"
+
+
+def iceberg_table_asset(target: str) -> Asset:
+    """The Airflow Asset of an Iceberg target ``catalog.namespace.table`` (backtick-quoted or plain).
+
+    Schedule a downstream DAG on it: ``schedule=[iceberg_table_asset("lake.demo.orders")]``; the apply
+    task emits an event for it whenever a run commits changes to the table.
+    """
+    parts = [part.replace("``", "`") for part in re.findall(r"`((?:[^`]|``)*)`", target)] or target.split(".")
+    return Asset(name=".".join(parts), uri="iceberg://" + "/".join(parts))
+
+
 def _report_name(run_id: str, try_number: int) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id) + f"-try{try_number}.json"
 
@@ -79,6 +93,11 @@ class SparkApplyOperator(SparkSubmitOperator):
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
     :param metadata_conn_id: metadata database connection (default: SQLite in AIRFLOW_HOME).
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
+    :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
+        is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
+
+    With no window to apply (``windows`` renders to None or "": the capture found the run's interval
+    already covered) the task succeeds without starting Spark.
     """
 
     template_fields: Sequence[str] = (
@@ -96,7 +115,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         *,
         pipeline: str,
         staging_uri: str,
-        windows: str | int,
+        windows: str | int | None,
         catalog: str = "lake",
         warehouse: str | None = None,
         catalog_conf: Mapping[str, str] | None = None,
@@ -112,8 +131,11 @@ class SparkApplyOperator(SparkSubmitOperator):
         packages: str | None = None,
         application: str = APPLY_APPLICATION,
         name: str = "mysql-cdc-apply",
+        asset_alias: str | None = DEFAULT_ASSET_ALIAS,
         **kwargs: Any,
     ) -> None:
+        if asset_alias:
+            kwargs["outlets"] = [*kwargs.get("outlets", []), AssetAlias(asset_alias)]
         super().__init__(
             application=application,
             conf=conf,
@@ -135,6 +157,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.chunks_per_commit = chunks_per_commit
         self.metadata_conn_id = metadata_conn_id
         self.local_python = local_python or sys.executable
+        self.asset_alias = asset_alias
         self.report_uri = ""
 
     def application_arguments(self, report_uri: str) -> list[str]:
@@ -174,6 +197,9 @@ class SparkApplyOperator(SparkSubmitOperator):
         }
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]  # returns the XCom
+        if self.windows in (None, "", "None"):
+            self.log.info("no window to apply in this run (its capture planned none); Spark is not started")
+            return {"pipeline": self.pipeline, "first_window": None, "last_window": None, "upper": None, "tables": {}}
         self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
         run_id = str(context["run_id"])
         try_number = int(getattr(context.get("ti"), "try_number", 1) or 1)
@@ -198,7 +224,19 @@ class SparkApplyOperator(SparkSubmitOperator):
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
         self._record(report)
+        self._emit_asset_events(context, report)
         return self._xcom(report)
+
+    def _emit_asset_events(self, context: Context, report: Mapping[str, Any]) -> None:
+        """An Asset event per target table that got new commits, through the task's AssetAlias outlet."""
+        if not self.asset_alias:
+            return
+        for table_name, table in report["tables"].items():
+            if table["status"] == "applied":
+                context["outlet_events"][AssetAlias(self.asset_alias)].add(
+                    iceberg_table_asset(table["target"]),
+                    extra={"table": table_name, "windows": table["windows_applied"], "rows": table["rows"]},
+                )
 
     def _read_report(self) -> dict[str, Any] | None:
         directory, name = self.report_uri.rsplit("/", 1)

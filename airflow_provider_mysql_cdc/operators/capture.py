@@ -89,6 +89,9 @@ class MySqlBinlogCaptureOperator(BaseOperator):
             replica_server_id=source.replica_server_id or DEFAULT_REPLICA_SERVER_ID,
         )
         result = capture_window(request, source, metadata_store(self.metadata_conn_id))
+        if result.covered is not None:
+            self.log.info("pipeline %s: no window for this run: %s", result.pipeline, result.covered)
+            return result.as_xcom()
         self.log.info(
             "pipeline %s window %s: %s transactions, rows by op %s, manifest %s",
             result.pipeline,

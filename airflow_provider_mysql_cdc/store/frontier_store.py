@@ -198,6 +198,8 @@ class PipelineRecord:
     initial_frontier: GtidSet
     capture_frontier: GtidSet
     revision: int
+    #: When the pipeline was registered (its initial frontier is ``@@gtid_executed`` of that moment).
+    registered_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,8 @@ class WindowRecord:
     status: str
     manifest_uri: str | None = None
     counts: Mapping[str, Any] = field(default_factory=dict)
+    #: When the window was planned (a ``catch_up`` window's cut-off was read then).
+    planned_at: datetime | None = None
 
     @property
     def is_published(self) -> bool:
@@ -223,6 +227,13 @@ class WindowRecord:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """A stored timestamp as an aware UTC datetime (SQLite returns naive ones)."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
 
 
 def _parse_stored(text: str | None, what: str) -> GtidSet:
@@ -290,6 +301,7 @@ class FrontierStore:
             initial_frontier=_parse_stored(row.initial_frontier, f"pipeline {pipeline!r} initial frontier"),
             capture_frontier=_parse_stored(row.capture_frontier, f"pipeline {pipeline!r} capture frontier"),
             revision=row.revision,
+            registered_at=_aware(row.created_at),
         )
 
     def register_pipeline(self, pipeline: str, initial_frontier: GtidSet) -> PipelineRecord:
@@ -356,6 +368,7 @@ class FrontierStore:
             status=row.status,
             manifest_uri=row.manifest_uri,
             counts=json.loads(row.counts) if row.counts else {},
+            planned_at=_aware(row.created_at),
         )
 
     def window_for_run(self, pipeline: str, run_id: str) -> WindowRecord | None:

@@ -62,3 +62,22 @@ def test_the_job_arguments_round_trip_through_its_parser() -> None:
 
 def test_report_names_are_safe_file_names() -> None:
     assert _report_name("scheduled__2026-01-01T00:00:00+00:00", 2) == "scheduled__2026-01-01T00_00_00_00_00-try2.json"
+
+
+def test_target_tables_are_assets_named_after_the_iceberg_table() -> None:
+    from airflow_provider_mysql_cdc.operators.apply import iceberg_table_asset
+
+    quoted = iceberg_table_asset("`lake`.`shop`.`order``lines`")
+    assert (quoted.name, quoted.uri) == ("lake.shop.order`lines", "iceberg://lake/shop/order`lines")
+    plain = iceberg_table_asset("lake.shop.orders")
+    assert (plain.name, plain.uri) == ("lake.shop.orders", "iceberg://lake/shop/orders")
+
+
+def test_the_apply_emits_through_an_asset_alias_and_skips_spark_without_a_window() -> None:
+    from airflow.sdk import AssetAlias
+
+    operator = SparkApplyOperator(task_id="apply", pipeline="p", staging_uri="/s", windows=None, warehouse="/w")
+    assert AssetAlias("mysql_cdc_iceberg_tables") in operator.outlets
+    # No window (the capture found the run's interval covered): no spark-submit, an empty report.
+    assert operator.execute({"run_id": "r"})["tables"] == {}  # type: ignore[arg-type]
+    assert SparkApplyOperator(task_id="a", pipeline="p", staging_uri="/s", windows=1, asset_alias=None).outlets == []
