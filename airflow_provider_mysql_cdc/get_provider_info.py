@@ -10,7 +10,7 @@ PACKAGE = "airflow_provider_mysql_cdc"
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Describe the provider: name, versions, connection type, hooks, operators and sensors."""
+    """Describe the provider: name, versions, connection type, hooks, operators, sensors and triggers."""
     return {
         "package-name": "airflow-provider-mysql-cdc",
         "name": "MySQL CDC",
@@ -35,7 +35,8 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "sensors": [],
+        "sensors": [{"integration-name": "MySQL CDC", "python-modules": [f"{PACKAGE}.sensors.purge_headroom"]}],
+        "triggers": [{"integration-name": "MySQL CDC", "python-modules": [f"{PACKAGE}.triggers.purge_headroom"]}],
         "connection-types": [
             {
                 "connection-type": "mysql_cdc",

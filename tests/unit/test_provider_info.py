@@ -24,7 +24,7 @@ def test_provider_info_is_valid_against_airflows_schema() -> None:
 
 def test_every_listed_module_and_hook_class_imports() -> None:
     info = get_provider_info()
-    for section in ("hooks", "operators", "sensors"):
+    for section in ("hooks", "operators", "sensors", "triggers"):
         for entry in info[section]:
             for module in entry["python-modules"]:
                 importlib.import_module(module)

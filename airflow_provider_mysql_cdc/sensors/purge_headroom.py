@@ -1,0 +1,160 @@
+"""``MySqlBinlogPurgeHeadroomSensor``: warn before the server purges binlogs a pipeline still needs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+
+from airflow_provider_mysql_cdc.core.headroom import DEFAULT_MIN_HEADROOM_SECONDS, HeadroomReport, HeadroomStatus
+from airflow_provider_mysql_cdc.errors import MySqlCdcError
+from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.triggers.purge_headroom import (
+    ERROR_STATUS,
+    MySqlBinlogPurgeHeadroomTrigger,
+    check_pipeline_headroom,
+    min_headroom,
+)
+
+#: XCom key of the report pushed before the sensor fails or is skipped.
+HEADROOM_XCOM_KEY = "headroom"
+
+
+class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
+    """Check that the binlog files ``pipeline`` still has to capture stay on the server long enough.
+
+    Compares the pipeline's capture frontier with the server's binlog files, ``gtid_purged`` and
+    ``binlog_expire_logs_seconds`` (see :mod:`airflow_provider_mysql_cdc.core.headroom`):
+
+    * ``ok`` (headroom >= ``min_headroom_seconds``, or no automatic purge): success; the report's
+      dict is the XCom return value.
+    * ``below_minimum``: waits (pokes, or defers with ``deferrable=True``) until ``timeout``, then
+      fails with the report's message, or is skipped with ``soft_fail=True``. With the default
+      ``timeout=0`` the first check decides.
+    * ``purged``: fails at once, without retries and even with ``soft_fail=True``: the lost GTIDs
+      need a re-snapshot, which no wait or retry brings back.
+
+    Before failing or being skipped it pushes the report to XCom under key ``headroom``.
+
+    :param pipeline: pipeline name (its capture frontier is read from the metadata tables).
+    :param mysql_cdc_conn_id: the MySQL source connection.
+    :param metadata_conn_id: connection of the metadata database; default: a SQLite file in AIRFLOW_HOME.
+    :param min_headroom_seconds: the headroom below which the sensor does not succeed (default 6 h).
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "mysql_cdc_conn_id", "metadata_conn_id", "min_headroom_seconds")
+    ui_color = "#fdf0d5"
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
+        metadata_conn_id: str | None = None,
+        min_headroom_seconds: int | str = DEFAULT_MIN_HEADROOM_SECONDS,
+        deferrable: bool = False,
+        timeout: timedelta | float = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(timeout=timeout, **kwargs)
+        self.pipeline = pipeline
+        self.mysql_cdc_conn_id = mysql_cdc_conn_id
+        self.metadata_conn_id = metadata_conn_id
+        self.min_headroom_seconds = min_headroom_seconds
+        self.deferrable = deferrable
+        self._last_report: HeadroomReport | None = None
+
+    def _check(self) -> HeadroomReport:
+        self._last_report = None
+        report = check_pipeline_headroom(
+            self.pipeline, self.mysql_cdc_conn_id, self.metadata_conn_id, min_headroom(self.min_headroom_seconds)
+        )
+        self._last_report = report
+        self._log_report(report.as_xcom())
+        return report
+
+    def _log_report(self, xcom: dict[str, Any]) -> None:
+        self.log.info(
+            "pipeline %s: %s; headroom %s s (%s older files, %s bytes) before %s, purge forecast %s, "
+            "backlog %s files (%s bytes), lag %s s",
+            xcom["pipeline"],
+            xcom["status"],
+            xcom["headroom_seconds"],
+            xcom["headroom_files"],
+            xcom["headroom_bytes"],
+            xcom["oldest_needed_file"],
+            xcom["purge_forecast"],
+            xcom["backlog_files"],
+            xcom["backlog_bytes"],
+            xcom["lag_seconds"],
+        )
+        self.log.info("%s", xcom["message"])
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        """Done when the answer is final: ``ok`` or ``purged`` (``execute`` turns the latter into a failure)."""
+        report = self._check()
+        return PokeReturnValue(report.status is not HeadroomStatus.BELOW_MINIMUM, report.as_xcom())
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            try:
+                xcom = super().execute(context)
+            except (AirflowSensorTimeout, AirflowSkipException) as exc:
+                if self._last_report is None or exc.__cause__ is not None:  # not a plain timeout
+                    raise
+                raise self._give_up(context, self._last_report.as_xcom(), type(exc)) from None
+            return self._finish(context, xcom)
+        report = self._check()
+        if report.status is HeadroomStatus.BELOW_MINIMUM and self.timeout > 0:
+            self.defer(
+                trigger=MySqlBinlogPurgeHeadroomTrigger(
+                    pipeline=self.pipeline,
+                    mysql_cdc_conn_id=self.mysql_cdc_conn_id,
+                    metadata_conn_id=self.metadata_conn_id,
+                    min_headroom_seconds=min_headroom(self.min_headroom_seconds),
+                    poke_interval=self.poke_interval,
+                    deadline=time.time() + self.timeout,
+                ),
+                method_name="execute_complete",
+                # A safety net only: the trigger fires its own event at the deadline.
+                timeout=timedelta(seconds=self.timeout + max(60.0, 2 * self.poke_interval)),
+            )
+        return self._finish(context, report.as_xcom())
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resume after the trigger's event: return the report, or fail/skip as in ``execute``."""
+        if event.get("status") == ERROR_STATUS:
+            raise MySqlCdcError(f"the purge headroom check failed in the triggerer: {event.get('message')}")
+        xcom: dict[str, Any] = event["report"]
+        self._log_report(xcom)
+        return self._finish(context, xcom)
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        # BaseSensorOperator.resume_execution turns every AirflowException into a generic skip under
+        # soft_fail. The trigger's event is handled like the first check instead (_finish applies
+        # soft_fail itself, keeps the report's message, and a purged binlog fails anyway).
+        if next_method == "execute_complete":
+            return BaseOperator.resume_execution(self, next_method, next_kwargs, context)
+        return super().resume_execution(next_method, next_kwargs, context)
+
+    def _finish(self, context: Context, xcom: dict[str, Any]) -> dict[str, Any]:
+        """Return an ``ok`` report; raise for ``purged`` (hard) or ``below_minimum`` (timeout or skip)."""
+        if xcom["status"] == HeadroomStatus.OK.value:
+            return xcom
+        if xcom["status"] == HeadroomStatus.PURGED.value:
+            context["ti"].xcom_push(key=HEADROOM_XCOM_KEY, value=xcom)
+            raise AirflowFailException(xcom["message"])
+        raise self._give_up(context, xcom, AirflowSkipException if self.soft_fail else AirflowSensorTimeout)
+
+    def _give_up(
+        self, context: Context, xcom: dict[str, Any], kind: type[AirflowSensorTimeout | AirflowSkipException]
+    ) -> Exception:
+        """Push the report and build the timeout (or, under ``soft_fail``, skip) carrying its message."""
+        context["ti"].xcom_push(key=HEADROOM_XCOM_KEY, value=xcom)
+        waited = f" (still below the minimum after waiting {self.timeout:.0f} s)" if self.timeout else ""
+        return kind(f"{xcom['message']}{waited}")
