@@ -112,25 +112,22 @@ class CaptureResult:
     """What a capture run produced; small and JSON-safe via :meth:`as_xcom`."""
 
     pipeline: str
-    #: None when the run's interval was already covered (see ``covered``): no window was planned.
-    window_id: int | None
+    window_id: int
     lower: GtidSet
     upper: GtidSet
-    manifest_uri: str | None
+    manifest_uri: str
     transactions: int
     op_counts: dict[str, int]
     table_counts: dict[str, dict[str, int]]
     reused_published: bool
     last_commit_ts_us: int | None
-    #: Why the run captured nothing without planning a window, else None.
-    covered: str | None = None
 
     def as_xcom(self) -> dict[str, Any]:
         """The facts Airflow passes on (no rows, no secrets)."""
         return {
             "pipeline": self.pipeline,
             "window_id": self.window_id,
-            "covered": self.covered,
+            "covered": None,
             "lower": str(self.lower),
             "upper": str(self.upper),
             "manifest_uri": self.manifest_uri,
@@ -402,9 +399,64 @@ def interval_already_covered(
     return None
 
 
-def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig) -> WindowRecord | CaptureResult:
-    """Find the run's window, or plan the next one (written once); a result when there is nothing to plan."""
-    existing = store.window_for_run(request.pipeline, request.run_id)
+def covered_run(request: CaptureRequest, store: FrontierStore) -> dict[str, Any] | None:
+    """The XCom of a ``data_interval`` run that has nothing to capture (see
+    :func:`interval_already_covered`), or None when the run has or gets a window. A run that already
+    owns a window (a clear) and a pipeline's first window (it carries the first snapshots' hand-off,
+    even when empty) are never covered."""
+    pipeline = store.get_pipeline(request.pipeline)
+    if request.cutoff is not CutoffRule.DATA_INTERVAL or pipeline is None:
+        return None
+    if _existing_window(request, store) is not None:
+        return None
+    windows = store.list_windows(request.pipeline)
+    assert request.data_interval_end is not None
+    reason = (
+        interval_already_covered(request.data_interval_end.astimezone(UTC), pipeline.registered_at, windows)
+        if windows
+        else None
+    )
+    if reason is None:
+        return None
+    frontier = str(pipeline.capture_frontier)
+    return {
+        "pipeline": request.pipeline,
+        "window_id": None,
+        "covered": reason,
+        "lower": frontier,
+        "upper": frontier,
+        "manifest_uri": None,
+        "transactions": 0,
+        "rows_by_op": {},
+        "rows_by_table": {},
+        "reused_published": False,
+        "last_commit_ts_us": None,
+    }
+
+
+def _existing_window(request: CaptureRequest, store: FrontierStore) -> WindowRecord | None:
+    """The window this run already owns (a clear, a retry), or the one captured for the same data
+    interval by another run (``airflow dags test`` of the same date again, a re-run backfill)."""
+    owned = store.window_for_run(request.pipeline, request.run_id)
+    if owned is not None or request.cutoff is not CutoffRule.DATA_INTERVAL:
+        return owned
+    assert request.data_interval_end is not None
+    cutoff_value = request.data_interval_end.astimezone(UTC).isoformat()
+    same_interval = store.window_for_cutoff(request.pipeline, request.cutoff.value, cutoff_value)
+    if same_interval is not None:
+        log.info(
+            "run %s: window %s (first captured by run %s) holds the same interval, ending %s",
+            request.run_id,
+            same_interval.window_id,
+            same_interval.run_id,
+            cutoff_value,
+        )
+    return same_interval
+
+
+def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig) -> WindowRecord:
+    """Find the run's window (see :func:`_existing_window`), or plan the next one (written once)."""
+    existing = _existing_window(request, store)
     if existing is not None:
         return existing
     pipeline = store.get_pipeline(request.pipeline)
@@ -414,18 +466,7 @@ def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnection
             initial, _ = _server_state(source)
         pipeline = store.register_pipeline(request.pipeline, initial)
         log.info("pipeline %s registered with initial frontier %s", request.pipeline, pipeline.initial_frontier)
-    windows = store.list_windows(request.pipeline)
-    # The first window is always planned (even when empty): it carries the first snapshots' hand-off.
-    if request.cutoff is CutoffRule.DATA_INTERVAL and windows:
-        assert request.data_interval_end is not None
-        covered = interval_already_covered(request.data_interval_end.astimezone(UTC), pipeline.registered_at, windows)
-        if covered is not None:
-            log.info("pipeline %s run %s: %s", request.pipeline, request.run_id, covered)
-            frontier = pipeline.capture_frontier
-            return CaptureResult(
-                request.pipeline, None, frontier, frontier, None, 0, {}, {}, False, None, covered=covered
-            )
-    last = windows[-1] if windows else None
+    last = store.last_window(request.pipeline)
     if last is not None and not last.is_published:
         raise WindowOrderError(
             f"pipeline {request.pipeline!r}: window {last.window_id} (run {last.run_id!r}) is not published yet; "
@@ -582,8 +623,6 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
     """Capture (or re-capture) the request's window and publish it; see the module docstring."""
     require_server_settings(source)
     window = _plan(request, store, source)
-    if isinstance(window, CaptureResult):
-        return window
     bound = _bound(window, source)
     published = None
     if window.is_published:

@@ -235,7 +235,12 @@ class SparkApplyOperator(SparkSubmitOperator):
             if table["status"] == "applied":
                 context["outlet_events"][AssetAlias(self.asset_alias)].add(
                     iceberg_table_asset(table["target"]),
-                    extra={"table": table_name, "windows": table["windows_applied"], "rows": table["rows"]},
+                    extra={
+                        "table": table_name,
+                        "windows": table["windows_applied"],
+                        "rows": table["rows"],
+                        "snapshot_chunks_loaded": table["snapshot_chunks_loaded"],
+                    },
                 )
 
     def _read_report(self) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
+from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window, covered_run
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
@@ -88,10 +88,12 @@ class MySqlBinlogCaptureOperator(BaseOperator):
             initial_frontier=GtidSet.parse(self.initial_frontier) if self.initial_frontier else None,
             replica_server_id=source.replica_server_id or DEFAULT_REPLICA_SERVER_ID,
         )
-        result = capture_window(request, source, metadata_store(self.metadata_conn_id))
-        if result.covered is not None:
-            self.log.info("pipeline %s: no window for this run: %s", result.pipeline, result.covered)
-            return result.as_xcom()
+        store = metadata_store(self.metadata_conn_id)
+        covered = covered_run(request, store)
+        if covered is not None:
+            self.log.info("pipeline %s: no window for this run: %s", self.pipeline, covered["covered"])
+            return covered
+        result = capture_window(request, source, store)
         self.log.info(
             "pipeline %s window %s: %s transactions, rows by op %s, manifest %s",
             result.pipeline,

@@ -379,6 +379,21 @@ class FrontierStore:
             ).first()
         return None if row is None else self._window_from_row(row)
 
+    def window_for_cutoff(self, pipeline: str, cutoff_rule: str, cutoff_value: str) -> WindowRecord | None:
+        """The first window planned with this cut-off (a data interval's end is one interval)."""
+        with self._transaction() as connection:
+            row = connection.execute(
+                sa.select(windows_table)
+                .where(
+                    windows_table.c.pipeline == pipeline,
+                    windows_table.c.cutoff_rule == cutoff_rule,
+                    windows_table.c.cutoff_value == cutoff_value,
+                )
+                .order_by(windows_table.c.window_id)
+                .limit(1)
+            ).first()
+        return None if row is None else self._window_from_row(row)
+
     def get_window(self, pipeline: str, window_id: int) -> WindowRecord | None:
         """One window by id."""
         with self._transaction() as connection:

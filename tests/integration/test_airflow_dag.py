@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,10 +32,12 @@ def test_example_dags_import_without_errors(airflow_home: Path) -> None:
 
     bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
     assert bag.import_errors == {}
-    assert "mysql_cdc_example" in bag.dag_ids
+    assert {"mysql_cdc_example", "mysql_cdc_orders_report"} <= set(bag.dag_ids)
 
 
-def _run_example(monkeypatch: pytest.MonkeyPatch, conn_json: str, tables: list[str], **conf: Any) -> Any:
+def _run_example(
+    monkeypatch: pytest.MonkeyPatch, conn_json: str, tables: list[str], logical_date: Any = None, **conf: Any
+) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
     from tests.spark_session import iceberg_jars
@@ -44,7 +47,9 @@ def _run_example(monkeypatch: pytest.MonkeyPatch, conn_json: str, tables: list[s
     monkeypatch.setenv("MYSQL_CDC_ICEBERG_JARS", ",".join(str(jar) for jar in iceberg_jars()))
     dag = DagBag(dag_folder=str(REPO_ROOT / "dags")).get_dag("mysql_cdc_example")
     assert dag is not None
-    return dag.test(run_conf={"tables": tables, **conf})
+    if logical_date is None:
+        return dag.test(run_conf={"tables": tables, **conf})
+    return dag.test(logical_date=logical_date, run_conf={"tables": tables, **conf})
 
 
 def _forget_earlier_runs() -> None:
@@ -86,7 +91,7 @@ def _states(run: Any) -> dict[tuple[str, int], str | None]:
     return {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
 
 
-UNMAPPED_TASKS = ("preflight", "binlog_inventory", "snapshot_plan", "capture", "apply")
+UNMAPPED_TASKS = ("preflight", "purge_headroom", "snapshot_plan", "capture", "apply")
 
 
 @pytest.mark.mysql
@@ -146,7 +151,7 @@ def test_example_dag_fails_on_a_misconfigured_server(
     run = _run_example(monkeypatch, misconfigured_mysql.airflow_conn_json(), [])
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["preflight"] == "failed"
-    assert states["binlog_inventory"] == "upstream_failed"
+    assert states["purge_headroom"] == "upstream_failed"
     assert states["snapshot_plan"] == "upstream_failed"
     assert states["snapshot"] == "upstream_failed"
     assert states["capture"] == "upstream_failed"  # none_failed: an upstream failure still stops capture
@@ -219,3 +224,245 @@ def test_example_dag_snapshots_existing_rows_in_mapped_chunks_then_only_what_is_
     assert {chunk["snapshot_id"] for chunk in again.values()} == {f"{int(first_snapshot) + 1:06d}"}
     assert sum(chunk["rows"] for chunk in again.values()) == 3
     assert _states(third)[("capture", -1)] == "success"
+
+
+def _server_now(server: MySqlTestServer) -> Any:
+    """The server's clock (aware UTC): the data-interval cut-off compares commit times with it."""
+    from datetime import UTC
+
+    return server.execute("SELECT UTC_TIMESTAMP(6)")[0][0].replace(tzinfo=UTC)
+
+
+def _asset_events(uri: str) -> list[Any]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.uri == uri)
+    with create_session() as session:
+        return [(event.source_run_id, dict(event.extra or {})) for event in session.scalars(query)]
+
+
+def _task_instance(run_id: str, task_id: str, map_index: int) -> tuple[Any, ...]:
+    from airflow.models.taskinstance import TaskInstance
+
+    return (
+        TaskInstance.dag_id == "mysql_cdc_example",
+        TaskInstance.run_id == run_id,
+        TaskInstance.task_id == task_id,
+        TaskInstance.map_index == map_index,
+    )
+
+
+def _task_state(run_id: str, task_id: str, map_index: int) -> str | None:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return session.scalar(select(TaskInstance.state).where(*_task_instance(run_id, task_id, map_index)))
+
+
+def _set_task_state(run_id: str, task_id: str, map_index: int, state: str | None) -> None:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    with create_session() as session:
+        changed: Any = session.execute(
+            update(TaskInstance).where(*_task_instance(run_id, task_id, map_index)).values(state=state)
+        )
+        assert changed.rowcount == 1
+
+
+def _unpause(dag_id: str) -> None:
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    with create_session() as session:
+        changed: Any = session.execute(update(DagModel).where(DagModel.dag_id == dag_id).values(is_paused=False))
+        assert changed.rowcount == 1
+
+
+def _queued_asset_runs(dag_id: str) -> int:
+    """Asset-triggered runs the scheduler would create for ``dag_id`` (its AssetDagRunQueue rows)."""
+    from airflow.models.asset import AssetDagRunQueue
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    with create_session() as session:
+        return int(
+            session.scalar(
+                select(func.count()).select_from(AssetDagRunQueue).where(AssetDagRunQueue.target_dag_id == dag_id)
+            )
+            or 0
+        )
+
+
+@pytest.mark.mysql
+@pytest.mark.spark
+def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipeline(
+    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
+) -> None:
+    """Runs over consecutive past intervals (a backfill, in order) each hold exactly the transactions
+    committed in their interval; running a past run again (a clear) re-captures its identical window and
+    applies nothing; an interval from before the pipeline existed succeeds empty and says so; each
+    changed table's Asset event queues the downstream DAG scheduled on it."""
+    import time
+    from datetime import timedelta
+
+    from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
+
+    _forget_earlier_runs()
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS demo",
+        "CREATE DATABASE demo",
+        "CREATE TABLE demo.orders (id INT PRIMARY KEY, status VARCHAR(10))",
+        "INSERT INTO demo.orders VALUES (100, 'old')",
+    )
+    conf = {
+        "pipeline": "dagint",
+        "staging_uri": str(tmp_path / "staging"),
+        "warehouse": spark.conf.get("spark.sql.catalog.lake.warehouse"),
+    }
+    conn = mysql_server.airflow_conn_json()
+    orders_uri = "iceberg://lake/demo/orders"
+    events_before = len(_asset_events(orders_uri))
+
+    # Run 0: the pipeline is registered and snapshotted; its interval ended before that, so its window
+    # (the first, which carries the snapshot's hand-off) is empty.
+    start = _server_now(mysql_server)
+    first = _run_example(monkeypatch, conn, ["demo.*"], logical_date=start, **conf)
+    assert first.state == "success", _states(first)
+    assert _xcom(first, "capture")["window_id"] == 1
+    assert _xcom(first, "capture")["transactions"] == 0
+    headroom = _xcom(first, "purge_headroom")
+    assert headroom["status"] == "ok" and headroom["pipeline"] == "dagint"
+
+    _unpause("mysql_cdc_orders_report")  # new DAGs start paused; a paused DAG is not queued by Asset events
+
+    # Three intervals, each with its own transactions; then the runs for them, in order.
+    marks = []
+    for statements in (
+        ["INSERT INTO demo.orders VALUES (1, 'new')"],
+        ["UPDATE demo.orders SET status = 'paid' WHERE id = 1", "INSERT INTO demo.orders VALUES (2, 'new')"],
+        ["DELETE FROM demo.orders WHERE id = 100"],
+    ):
+        time.sleep(0.3)
+        mysql_server.execute(*statements)
+        time.sleep(0.3)
+        marks.append(_server_now(mysql_server))
+    runs = [_run_example(monkeypatch, conn, ["demo.*"], logical_date=mark, **conf) for mark in marks]
+    assert [run.state for run in runs] == ["success"] * 3
+    captured = [_xcom(run, "capture") for run in runs]
+    assert [c["window_id"] for c in captured] == [2, 3, 4]
+    assert [c["rows_by_table"]["demo.orders"] for c in captured] == [
+        {"r": 0, "c": 1, "u": 0, "d": 0},
+        {"r": 0, "c": 1, "u": 1, "d": 0},
+        {"r": 0, "c": 0, "u": 0, "d": 1},
+    ]
+    assert [c["lower"] for c in captured[1:]] == [c["upper"] for c in captured[:-1]]
+    assert [_xcom(run, "apply")["tables"]["demo.orders"]["status"] for run in runs] == ["applied"] * 3
+    spark.sql("REFRESH TABLE lake.demo.orders")
+    assert sorted(tuple(r) for r in spark.sql("SELECT id, status FROM lake.demo.orders").collect()) == [
+        (1, "paid"),
+        (2, "new"),
+    ]
+
+    # Asset events: one per run that changed the table (the snapshot load of run 0 included); those
+    # after the downstream DAG was unpaused queued its run (what the scheduler turns into a DAG run).
+    events = _asset_events(orders_uri)[events_before:]
+    assert [(extra["windows"], extra["snapshot_chunks_loaded"]) for _, extra in events] == [
+        ([], 1),  # run 0 loaded the snapshot (its window 1 held no change of the table)
+        ([2], 0),
+        ([3], 0),
+        ([4], 0),
+    ]
+    assert _queued_asset_runs("mysql_cdc_orders_report") >= 1
+
+    # The middle interval again (dags test replaces the run, under a new run id; a clear keeps the run):
+    # the same window, re-read from the binlog, identical; the apply is a no-op.
+    again = _run_example(monkeypatch, conn, ["demo.*"], logical_date=marks[1], **conf)
+    assert again.state == "success"
+    recaptured = _xcom(again, "capture")
+    assert {k: recaptured[k] for k in ("window_id", "lower", "upper", "rows_by_table")} == {
+        k: captured[1][k] for k in ("window_id", "lower", "upper", "rows_by_table")
+    }
+    assert _xcom(again, "apply")["tables"]["demo.orders"]["status"] == "up_to_date"
+    assert len(_asset_events(orders_uri)) == events_before + 4
+
+    # An interval from before the pipeline existed, and one inside what window 4 already captured.
+    store = metadata_store(None)
+    windows_before = len(store.list_windows("dagint"))
+    for logical_date, reason in (
+        (start - timedelta(days=1), "before the pipeline was registered"),
+        (marks[1] - timedelta(milliseconds=100), "window 4 (run"),
+    ):
+        early = _run_example(monkeypatch, conn, ["demo.*"], logical_date=logical_date, **conf)
+        assert early.state == "success", _states(early)
+        pushed = _xcom(early, "capture")
+        assert pushed["window_id"] is None and pushed["transactions"] == 0
+        assert reason in pushed["covered"], pushed["covered"]
+        assert _xcom(early, "apply")["tables"] == {}
+    assert len(store.list_windows("dagint")) == windows_before
+
+
+@pytest.mark.mysql
+@pytest.mark.spark
+def test_airflow_tasks_test_runs_every_task_of_the_example(
+    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
+) -> None:
+    """The documented development loop: ``airflow tasks test mysql_cdc_example <task> <date>`` for
+    every task of a run (the mapped snapshot with ``--map-index``); re-running capture and apply for a
+    run that already captured and applied its window changes nothing."""
+    from tests.spark_session import iceberg_jars
+
+    _forget_earlier_runs()
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS dagtasks",
+        "CREATE DATABASE dagtasks",
+        "CREATE TABLE dagtasks.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        "INSERT INTO dagtasks.t VALUES (1, 'a')",
+    )
+    conf = {
+        "tables": ["dagtasks.*"],
+        "pipeline": "dagtasks",
+        "staging_uri": str(tmp_path / "staging"),
+        "warehouse": spark.conf.get("spark.sql.catalog.lake.warehouse"),
+        "cutoff": "catch_up",
+    }
+    logical_date = _server_now(mysql_server)
+    run = _run_example(monkeypatch, mysql_server.airflow_conn_json(), **conf, logical_date=logical_date)
+    assert run.state == "success", _states(run)
+    window = _xcom(run, "capture")["window_id"]
+
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": mysql_server.airflow_conn_json(),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "MYSQL_CDC_ICEBERG_JARS": ",".join(str(jar) for jar in iceberg_jars()),
+    }
+    airflow = Path(sys.executable).with_name("airflow")
+    outputs = {}
+    for task, extra in (
+        ("preflight", []),
+        ("purge_headroom", []),
+        ("snapshot_plan", []),
+        ("snapshot", ["--map-index", "0"]),
+        ("capture", []),
+        ("apply", []),
+    ):
+        argv = [str(airflow), "tasks", "test", "mysql_cdc_example", task, logical_date.isoformat(), *extra]
+        argv += ["--task-params", json.dumps(conf)]
+        map_index = int(extra[1]) if extra else -1
+        _set_task_state(run.run_id, task, map_index, None)
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, f"{task}: {output[-4000:]}"
+        # It exits 0 even when the task fails; the task instance of the run records how it ended.
+        assert _task_state(run.run_id, task, map_index) == "success", f"{task}: {output[-4000:]}"
+        assert mysql_server.cdc.password not in output
+        outputs[task] = output
+    assert f"window {window} re-captured: identical to its published manifest" in outputs["capture"]
+    assert "dagtasks.t: up_to_date" in outputs["apply"] or "'status': 'up_to_date'" in outputs["apply"]

@@ -79,5 +79,5 @@ def test_the_apply_emits_through_an_asset_alias_and_skips_spark_without_a_window
     operator = SparkApplyOperator(task_id="apply", pipeline="p", staging_uri="/s", windows=None, warehouse="/w")
     assert AssetAlias("mysql_cdc_iceberg_tables") in operator.outlets
     # No window (the capture found the run's interval covered): no spark-submit, an empty report.
-    assert operator.execute({"run_id": "r"})["tables"] == {}  # type: ignore[arg-type]
+    assert operator.execute({"run_id": "r"})["tables"] == {}
     assert SparkApplyOperator(task_id="a", pipeline="p", staging_uri="/s", windows=1, asset_alias=None).outlets == []

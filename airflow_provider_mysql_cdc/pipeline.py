@@ -1,0 +1,198 @@
+"""``mysql_cdc_pipeline``: the example DAG's tasks for any pipeline, and ``mysql_cdc_params``, the params
+they read.
+
+A DAG of your own::
+
+    with DAG("orders_cdc", schedule=timedelta(hours=1), start_date=..., catchup=False, max_active_runs=1,
+             render_template_as_native_obj=True,
+             params=mysql_cdc_params(pipeline="orders", tables=["shop.*"], staging_uri="s3://bucket/cdc",
+                                     warehouse="s3://bucket/warehouse")):
+        mysql_cdc_pipeline(mysql_cdc_conn_id="shop_mysql")
+
+builds preflight -> purge_headroom -> snapshot_plan -> snapshot (mapped) -> capture -> apply. Every
+argument left at its default reads the run's params, so ``--conf`` overrides them per run; pass plain
+values instead to fix them (and ``group_id`` to put several pipelines in one DAG).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, Param, TaskGroup
+
+from airflow_provider_mysql_cdc.core.windows import CutoffRule
+from airflow_provider_mysql_cdc.errors import ConfigurationError
+from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.apply import DEFAULT_ASSET_ALIAS, SparkApplyOperator
+from airflow_provider_mysql_cdc.operators.capture import MySqlBinlogCaptureOperator
+from airflow_provider_mysql_cdc.operators.preflight import MySqlCdcPreflightOperator
+from airflow_provider_mysql_cdc.operators.snapshot import MySqlSnapshotOperator, MySqlSnapshotPlanOperator
+from airflow_provider_mysql_cdc.sensors.purge_headroom import MySqlBinlogPurgeHeadroomSensor
+
+#: Default minimum purge headroom: the sensor warns when the binlog the pipeline needs is purged sooner.
+DEFAULT_MIN_HEADROOM_SECONDS = 6 * 3600
+
+
+def mysql_cdc_params(
+    *,
+    pipeline: str,
+    staging_uri: str,
+    warehouse: str,
+    tables: Sequence[str] = ("*.*",),
+    cutoff: str = CutoffRule.DATA_INTERVAL.value,
+    chunk_rows: int = 250_000,
+    mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
+    min_headroom_seconds: int = DEFAULT_MIN_HEADROOM_SECONDS,
+) -> dict[str, Param]:
+    """The params :func:`mysql_cdc_pipeline` reads, with these defaults (each overridable per run)."""
+    return {
+        "pipeline": Param(pipeline, type="string", description="pipeline name (one frontier, one window sequence)"),
+        "tables": Param(list(tables), type="array", description="'database.table' glob patterns to capture"),
+        "staging_uri": Param(staging_uri, type="string", description="Parquet staging root (any pyarrow URI)"),
+        "warehouse": Param(warehouse, type="string", description="Iceberg warehouse of the Hadoop catalog"),
+        "cutoff": Param(
+            cutoff,
+            enum=[rule.value for rule in CutoffRule],
+            description="window end: transactions committed before the run's data_interval_end, or everything now",
+        ),
+        "resnapshot": Param(
+            [], type="array", description="'database.table' names or patterns to snapshot again in this run"
+        ),
+        "chunk_rows": Param(chunk_rows, type="integer", minimum=1, description="about this many rows per chunk"),
+        "mysql_cdc_conn_id": Param(mysql_cdc_conn_id, type="string", description="the MySQL source connection"),
+        "min_headroom_seconds": Param(
+            min_headroom_seconds, type="integer", minimum=0, description="warn below this much purge headroom"
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class MySqlCdcPipelineTasks:
+    """The tasks :func:`mysql_cdc_pipeline` created, for wiring more tasks around them."""
+
+    preflight: BaseOperator
+    purge_headroom: BaseOperator
+    snapshot_plan: BaseOperator
+    snapshot: Any  # the mapped snapshot task
+    capture: BaseOperator
+    apply: BaseOperator
+
+
+def mysql_cdc_pipeline(
+    *,
+    group_id: str | None = None,
+    pipeline: str = "{{ params.pipeline }}",
+    tables: Sequence[str] | str = "{{ params.tables }}",
+    staging_uri: str = "{{ params.staging_uri }}",
+    warehouse: str | None = "{{ params.warehouse }}",
+    cutoff: str = "{{ params.cutoff }}",
+    resnapshot: Sequence[str] | str = "{{ params.resnapshot }}",
+    chunk_rows: int | str = "{{ params.chunk_rows }}",
+    mysql_cdc_conn_id: str = "{{ params.mysql_cdc_conn_id }}",
+    min_headroom_seconds: int | str = "{{ params.min_headroom_seconds }}",
+    metadata_conn_id: str | None = None,
+    spark_conn_id: str = "spark_default",
+    catalog: str = "lake",
+    catalog_conf: Mapping[str, str] | None = None,
+    jars: str | None = None,
+    headroom_soft_fail: bool = True,
+    deferrable: bool = False,
+    max_parallel_chunks: int = 4,
+    asset_alias: str | None = DEFAULT_ASSET_ALIAS,
+    capture_kwargs: Mapping[str, Any] | None = None,
+    apply_kwargs: Mapping[str, Any] | None = None,
+) -> MySqlCdcPipelineTasks:
+    """Add one pipeline's tasks to the current DAG (inside ``TaskGroup(group_id)`` when given).
+
+    * ``preflight`` checks server settings and privileges (fails with the fixes to make);
+    * ``purge_headroom`` (:class:`MySqlBinlogPurgeHeadroomSensor`) reports how long until the server
+      purges binlog the pipeline still needs, and lag; below ``min_headroom_seconds`` it is skipped
+      with a warning (``headroom_soft_fail``, so capture still runs and catches up) or fails; when
+      needed binlog is already purged it fails and the run stops;
+    * ``snapshot_plan`` / ``snapshot`` snapshot the tables never snapshotted and those in
+      ``resnapshot``, one mapped task per chunk (skipped when there is nothing to snapshot);
+    * ``capture`` (``depends_on_past``) stages the run's binlog window;
+    * ``apply`` MERGEs it into Iceberg and emits an Asset event per changed table.
+
+    ``capture_kwargs`` and ``apply_kwargs`` go to the capture and apply operators (window caps such
+    as ``max_rows``, ``history``, ``target_template``, retries...). The DAG must set
+    ``render_template_as_native_obj=True`` when the defaults (param templates) are used.
+    """
+    scope: contextlib.AbstractContextManager[Any] = TaskGroup(group_id) if group_id else contextlib.nullcontext()
+    with scope:
+        preflight = MySqlCdcPreflightOperator(task_id="preflight", tables=tables, mysql_cdc_conn_id=mysql_cdc_conn_id)
+        _require_native_rendering(preflight, tables)
+        purge_headroom = MySqlBinlogPurgeHeadroomSensor(
+            task_id="purge_headroom",
+            pipeline=pipeline,
+            mysql_cdc_conn_id=mysql_cdc_conn_id,
+            metadata_conn_id=metadata_conn_id,
+            min_headroom_seconds=min_headroom_seconds,
+            soft_fail=headroom_soft_fail,
+            deferrable=deferrable,
+            poke_interval=timedelta(minutes=1).total_seconds(),
+        )
+        snapshot_plan = MySqlSnapshotPlanOperator(
+            task_id="snapshot_plan",
+            pipeline=pipeline,
+            staging_uri=staging_uri,
+            tables=tables,
+            resnapshot=resnapshot,
+            chunk_rows=chunk_rows,
+            mysql_cdc_conn_id=mysql_cdc_conn_id,
+            metadata_conn_id=metadata_conn_id,
+            trigger_rule="none_failed",  # runs after a soft-failed (skipped) headroom check
+        )
+        # One task per chunk; an empty plan marks the mapped task skipped.
+        snapshot = MySqlSnapshotOperator.partial(
+            task_id="snapshot",
+            pipeline=pipeline,
+            staging_uri=staging_uri,
+            tables=tables,
+            mysql_cdc_conn_id=mysql_cdc_conn_id,
+            metadata_conn_id=metadata_conn_id,
+            max_active_tis_per_dagrun=max_parallel_chunks,
+            map_index_template="{{ task.snapshot_chunk.chunk.database }}.{{ task.snapshot_chunk.chunk.table }}"
+            " chunk {{ task.snapshot_chunk.chunk.chunk_no }}",
+        ).expand(snapshot_chunk=snapshot_plan.output)
+        capture = MySqlBinlogCaptureOperator(
+            task_id="capture",
+            pipeline=pipeline,
+            staging_uri=staging_uri,
+            tables=tables,
+            cutoff=cutoff,
+            mysql_cdc_conn_id=mysql_cdc_conn_id,
+            metadata_conn_id=metadata_conn_id,
+            depends_on_past=True,  # windows are captured in order
+            trigger_rule="none_failed",  # runs after a skipped (empty) snapshot; a failed chunk stops it
+            **dict(capture_kwargs or {}),
+        )
+        apply = SparkApplyOperator(
+            task_id="apply",
+            pipeline=pipeline,
+            staging_uri=staging_uri,
+            windows=f"{{{{ ti.xcom_pull(task_ids={capture.task_id!r})['window_id'] }}}}",
+            catalog=catalog,
+            warehouse=None if catalog_conf else warehouse,
+            catalog_conf=catalog_conf,
+            jars=jars,
+            conn_id=spark_conn_id,
+            metadata_conn_id=metadata_conn_id,
+            asset_alias=asset_alias,
+            **dict(apply_kwargs or {}),
+        )
+        preflight >> purge_headroom >> snapshot_plan >> snapshot >> capture >> apply
+    return MySqlCdcPipelineTasks(preflight, purge_headroom, snapshot_plan, snapshot, capture, apply)
+
+
+def _require_native_rendering(task: BaseOperator, tables: Sequence[str] | str) -> None:
+    dag = task.dag
+    if isinstance(tables, str) and "{{" in tables and dag is not None and not dag.render_template_as_native_obj:
+        raise ConfigurationError(
+            f"DAG {dag.dag_id!r}: mysql_cdc_pipeline reads list params such as {tables!r}; create the DAG with "
+            "render_template_as_native_obj=True (or pass plain values)"
+        )
