@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The demo behind ``make demo``: a local MySQL under load, the example DAG for three hours, a check.
+"""The demo behind ``make demo``: a local MySQL under load, three runs of the example DAG, a check.
 
 1. Start clean: the demo's Airflow home ``.airflow-home`` (Airflow's metadata database, the CDC
    metadata, staging and the Iceberg warehouse) is deleted and the ``demo`` database re-created.
@@ -9,8 +9,9 @@
 3. Preflight, ``airflow db migrate``, then a background workload (a thread with its own connection)
    inserts, updates and deletes rows in every demo table, including primary-key changes and
    deletes followed by re-inserts of the same key.
-4. ``airflow dags test mysql_cdc_example`` for three consecutive hourly runs; the workload stops
-   before the last one so that the last window holds everything. After each run: the run's state,
+4. ``airflow dags test mysql_cdc_example <now>`` three times in a row (default cut-off
+   ``data_interval``: each window holds what was committed before its run's logical date); the
+   workload stops before the last one so that the last window holds everything. After each run: the run's state,
    its window (rows by op and table), what the apply did, lag and binlog headroom, read from the
    XComs in Airflow's metadata database.
 5. Every Iceberg table ``lake.demo.*`` is compared with its MySQL table
@@ -638,7 +639,7 @@ def _size(count: int) -> str:
 
 
 #: The example DAG's tasks in the order they run (others, e.g. of a changed DAG, are listed after).
-TASK_ORDER = ("preflight", "purge_headroom", "binlog_inventory", "snapshot_plan", "snapshot", "capture", "apply")
+TASK_ORDER = ("preflight", "purge_headroom", "snapshot_plan", "snapshot", "capture", "apply")
 OPS = ("r", "c", "u", "d")
 
 
@@ -850,21 +851,21 @@ def prepare_airflow(env: dict[str, str]) -> bool:
 
 
 def run_windows(env: dict[str, str], workload: Workload) -> bool:
-    """The example DAG for three consecutive hours, the workload stopped before the last one."""
-    # Every run uses cutoff=catch_up (the window ends at what MySQL has committed when capture
-    # starts): the workload commits now, so the data-interval cut-offs of the two past hours would
-    # hold no transaction and their windows would be empty.
-    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    """Three consecutive runs of the example DAG, the workload stopped before the last one."""
+    # Each run's logical date is the moment it starts, so its data interval ends there (a manual run
+    # of an hourly DAG covers the hour before its logical date): the default cut-off `data_interval`
+    # gives window k exactly the transactions committed between the starts of runs k-1 and k (the
+    # first window starts at the pipeline's registration, after which the snapshot was read).
     for number in range(1, RUNS + 1):
         if number == RUNS:
             workload.stop()
             step(f"workload stopped before the last run: {workload.summary()}")
-        logical_date = (hour - timedelta(hours=RUNS - number)).isoformat()
+        logical_date = datetime.now(UTC).isoformat()
         step(f"run {number} of {RUNS}: airflow dags test {DAG_ID} {logical_date}")
         log_path = AIRFLOW_HOME / f"demo-run-{number}.log"
         run_started = time.monotonic()
         code = run_logged(
-            [str(VENV_BIN / "airflow"), "dags", "test", DAG_ID, logical_date, "--conf", '{"cutoff": "catch_up"}'],
+            [str(VENV_BIN / "airflow"), "dags", "test", DAG_ID, logical_date],
             env,
             log_path,
             timeout=RUN_TIMEOUT_SECONDS,

@@ -1,0 +1,45 @@
+"""The ``mysql_cdc_pipeline`` factory builds the example's shape (DAG construction only; the DAG tests run it)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta
+
+import pytest
+from airflow.sdk import DAG
+
+from airflow_provider_mysql_cdc.errors import ConfigurationError
+from airflow_provider_mysql_cdc.pipeline import mysql_cdc_params, mysql_cdc_pipeline
+
+PARAMS = mysql_cdc_params(pipeline="shop", tables=["shop.*"], staging_uri="/s", warehouse="/w")
+
+
+def _dag(dag_id: str, **kwargs: object) -> DAG:
+    return DAG(dag_id, schedule=timedelta(hours=1), start_date=datetime(2026, 1, 1), params=PARAMS, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_tasks_run_in_order_and_capture_survives_skipped_upstreams() -> None:
+    with _dag("shape", render_template_as_native_obj=True) as dag:
+        tasks = mysql_cdc_pipeline()
+    order = ["preflight", "purge_headroom", "snapshot_plan", "snapshot", "capture", "apply"]
+    assert sorted(dag.task_ids) == sorted(order)
+    for upstream, downstream in itertools.pairwise(order):
+        assert downstream in dag.get_task(upstream).downstream_task_ids
+    assert tasks.purge_headroom.soft_fail is True  # type: ignore[attr-defined]
+    assert tasks.snapshot_plan.trigger_rule == "none_failed"  # after a skipped (low headroom) sensor
+    assert tasks.capture.trigger_rule == "none_failed" and tasks.capture.depends_on_past is True
+    assert "task_ids='capture'" in tasks.apply.windows  # type: ignore[attr-defined]
+    assert set(PARAMS) >= {"pipeline", "tables", "staging_uri", "warehouse", "cutoff", "resnapshot"}
+
+
+def test_a_group_prefixes_the_tasks_and_the_apply_pulls_its_own_capture() -> None:
+    with _dag("grouped", render_template_as_native_obj=True) as dag:
+        tasks = mysql_cdc_pipeline(group_id="shop", pipeline="shop", tables=["shop.*"], capture_kwargs={"max_rows": 10})
+    assert "shop.capture" in dag.task_ids
+    assert "task_ids='shop.capture'" in tasks.apply.windows  # type: ignore[attr-defined]
+    assert tasks.capture.caps.max_rows == 10  # type: ignore[attr-defined]
+
+
+def test_param_templates_need_native_rendering() -> None:
+    with _dag("not_native"), pytest.raises(ConfigurationError, match="render_template_as_native_obj=True"):
+        mysql_cdc_pipeline()
