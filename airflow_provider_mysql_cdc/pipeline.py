@@ -116,7 +116,7 @@ def mysql_cdc_pipeline(
     * ``snapshot_plan`` / ``snapshot`` snapshot the tables never snapshotted and those in
       ``resnapshot``, one mapped task per chunk (skipped when there is nothing to snapshot);
     * ``capture`` (``depends_on_past``) stages the run's binlog window;
-    * ``apply`` MERGEs it into Iceberg and emits an Asset event per changed table.
+    * ``apply`` (``depends_on_past``) MERGEs it into Iceberg and emits an Asset event per changed table.
 
     ``capture_kwargs`` and ``apply_kwargs`` go to the capture and apply operators (window caps such
     as ``max_rows``, ``history``, ``target_template``, retries...). The DAG must set
@@ -183,6 +183,9 @@ def mysql_cdc_pipeline(
             conn_id=spark_conn_id,
             metadata_conn_id=metadata_conn_id,
             asset_alias=asset_alias,
+            # Windows are applied in order: run k's apply waits for run k-1's, also when a backfill
+            # runs beside the scheduled runs (Airflow limits active runs of each separately).
+            depends_on_past=True,
             **dict(apply_kwargs or {}),
         )
         preflight >> purge_headroom >> snapshot_plan >> snapshot >> capture >> apply

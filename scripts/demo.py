@@ -852,8 +852,8 @@ def prepare_airflow(env: dict[str, str]) -> bool:
 
 def run_windows(env: dict[str, str], workload: Workload) -> bool:
     """Three consecutive runs of the example DAG, the workload stopped before the last one."""
-    # Each run's logical date is the moment it starts, so its data interval ends there (a manual run
-    # of an hourly DAG covers the hour before its logical date): the default cut-off `data_interval`
+    # Each run's logical date is the moment it starts, so its data interval ends there: the default
+    # cut-off `data_interval`
     # gives window k exactly the transactions committed between the starts of runs k-1 and k (the
     # first window starts at the pipeline's registration, after which the snapshot was read).
     for number in range(1, RUNS + 1):

@@ -28,6 +28,7 @@ def test_the_tasks_run_in_order_and_capture_survives_skipped_upstreams() -> None
     assert tasks.purge_headroom.soft_fail is True  # type: ignore[attr-defined]
     assert tasks.snapshot_plan.trigger_rule == "none_failed"  # after a skipped (low headroom) sensor
     assert tasks.capture.trigger_rule == "none_failed" and tasks.capture.depends_on_past is True
+    assert tasks.apply.depends_on_past is True  # windows are applied in order, also beside a backfill
     assert "task_ids='capture'" in tasks.apply.windows  # type: ignore[attr-defined]
     assert set(PARAMS) >= {"pipeline", "tables", "staging_uri", "warehouse", "cutoff", "resnapshot"}
 
