@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pymysql
 
@@ -94,15 +93,10 @@ def local_server(name: str, settings: Mapping[str, str], port: int | None = None
 def existing_server(url: str, database: str) -> Iterator[Server]:
     """The server named by ``mysql://USER:PASSWORD@HOST:PORT`` (an admin account), with a ``cdc`` account
     that may read ``database``."""
-    parts = urlsplit(url)
+    parts = local_mysql.parse_server_url(url)
     if parts.scheme != "mysql":
         raise BenchmarkError(f"--mysql-url must look like mysql://root:PASSWORD@HOST:PORT, not {parts.scheme}://...")
-    admin = MySqlConnectionConfig(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=unquote(parts.username or "root"),
-        password=unquote(parts.password or ""),
-    )
+    admin = MySqlConnectionConfig(host=parts.host, port=parts.port, user=parts.user, password=parts.password)
     cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
     execute(
         admin,

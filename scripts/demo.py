@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -901,9 +900,9 @@ def main() -> int:
     workload: Workload | None = None
     if external:
         step("using the MySQL server from MYSQL_CDC_EXTERNAL_URL")
-        parts = urlsplit(external)
-        host, port = parts.hostname or "127.0.0.1", parts.port or 3306
-        admin = {"user": unquote(parts.username or "root"), "password": unquote(parts.password or "")}
+        parts = local_mysql.parse_server_url(external)
+        host, port = parts.host, parts.port
+        admin = {"user": parts.user, "password": parts.password}
         cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
     else:
         step(f"starting the local MySQL instance 'demo' on 127.0.0.1:{DEMO_PORT}")

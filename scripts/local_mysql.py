@@ -127,7 +127,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
+from urllib.parse import unquote, urlsplit
 
 __all__ = [
     "CDC_USER",
@@ -1314,6 +1315,28 @@ class LocalMySQL:
             shutil.rmtree(self.instance_dir, ignore_errors=True)
             self.socket_path.unlink(missing_ok=True)
         _log(f"destroyed {self.name!r}")
+
+
+class ServerUrl(NamedTuple):
+    """The parts of ``mysql://USER:PASSWORD@HOST:PORT`` (an existing server's admin account)."""
+
+    scheme: str
+    host: str
+    port: int
+    user: str
+    password: str
+
+
+def parse_server_url(url: str) -> ServerUrl:
+    """Split a server URL (``MYSQL_CDC_EXTERNAL_URL``, ``--mysql-url``); user and password are URL-decoded."""
+    parts = urlsplit(url)
+    return ServerUrl(
+        scheme=parts.scheme,
+        host=parts.hostname or HOST,
+        port=parts.port or 3306,
+        user=unquote(parts.username or ROOT_USER),
+        password=unquote(parts.password or ""),
+    )
 
 
 def list_instances() -> list[LocalMySQL]:

@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
@@ -79,13 +78,8 @@ def external_server() -> MySqlTestServer | None:
     url = os.environ.get(EXTERNAL_URL_ENV)
     if not url:
         return None
-    parts = urlsplit(url)
-    admin = MySqlConnectionConfig(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=unquote(parts.username or "root"),
-        password=unquote(parts.password or ""),
-    )
+    parts = local_mysql.parse_server_url(url)
+    admin = MySqlConnectionConfig(host=parts.host, port=parts.port, user=parts.user, password=parts.password)
     cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
     server = MySqlTestServer(admin, MySqlConnectionConfig(admin.host, admin.port, CDC_USER, cdc_password))
     server.execute(f"CREATE USER IF NOT EXISTS 'cdc'@'%' IDENTIFIED BY '{cdc_password}'", *CDC_GRANTS)
