@@ -309,6 +309,13 @@ def quote(identifier: str) -> str:
     return "`" + identifier.replace("`", "``") + "`"
 
 
+def target_table(catalog: str, target_template: str, table_name: str, suffix: str = "") -> str:
+    """The Iceberg table (``catalog.namespace.table``, quoted) of a MySQL ``db.table``."""
+    database, table = table_name.split(".", 1)
+    name = target_template.format(database=database, table=table) + suffix
+    return ".".join(quote(part) for part in [catalog, *name.split(".")])
+
+
 def _fits(source: str, target: str) -> str | None:
     """``""`` when a ``source``-typed value can be written to a ``target`` column as is, the widened
     target type when the target must be widened first, None when neither is safe."""

@@ -38,6 +38,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     plan_table,
     quote,
     tables_in_windows,
+    target_table,
 )
 from airflow_provider_mysql_cdc.capture.staging_writer import (
     read_manifest,
@@ -112,9 +113,7 @@ class ApplyConfig:
 
     def target(self, table_name: str, suffix: str = "") -> str:
         """The Iceberg table (``catalog.namespace.table``) of a MySQL ``db.table``, quoted."""
-        database, table = table_name.split(".", 1)
-        name = self.target_template.format(database=database, table=table) + suffix
-        return ".".join(quote(part) for part in [self.catalog, *name.split(".")])
+        return target_table(self.catalog, self.target_template, table_name, suffix)
 
     def keeps_history(self, table_name: str) -> bool:
         """Whether the table also gets a changelog table."""

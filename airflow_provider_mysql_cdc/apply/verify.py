@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_mysql_cdc.apply.plan import quote
+from airflow_provider_mysql_cdc.apply.plan import quote, target_table
 from airflow_provider_mysql_cdc.apply.spark_job import spark_path
 from airflow_provider_mysql_cdc.capture.staging_writer import open_staging, read_manifest_in, read_text
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
@@ -101,9 +101,7 @@ def _short(row: dict[str, Any], max_chars: int) -> str:
 
 def target_name(table_name: str, catalog: str = "lake", target_template: str = "{database}.{table}") -> str:
     """The quoted Iceberg table of a MySQL ``db.table``, named as the apply names it."""
-    database, table = table_name.split(".", 1)
-    name = target_template.format(database=database, table=table)
-    return ".".join(quote(part) for part in [catalog, *name.split(".")])
+    return target_table(catalog, target_template, table_name)
 
 
 def compare_with_mysql(
