@@ -51,3 +51,8 @@ class MySqlQueryError(TerminalCdcError):
 
 class PreflightFailedError(TerminalCdcError):
     """Raised when preflight finds server settings or privileges that prevent CDC."""
+
+
+class MissingPrivilegeError(TerminalCdcError):
+    """Raised when the connection's account lacks a privilege a snapshot or capture needs; the message
+    holds the GRANT statements."""

@@ -22,6 +22,7 @@ import dataclasses
 import fnmatch
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -56,7 +57,7 @@ from airflow_provider_mysql_cdc.core.staging import (
     StagingManifest,
     snapshot_table_dir,
 )
-from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError
+from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError, TransientCdcError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -135,6 +136,8 @@ class TableReport:
     conflicts_retried: int = 0
     seconds: float = 0.0
     error: str = ""
+    #: The exception class's name when the table failed (e.g. ``UnsupportedSchemaChangeError``).
+    error_class: str = ""
 
 
 def spark_path(staging_uri: str, relative: str) -> str:
@@ -435,8 +438,11 @@ class TableApplier:
             self.report.state = asdict(final) if final else {}
         except MySqlCdcError as exc:
             self.report.status, self.report.error = "failed", str(exc)
+            self.report.error_class = type(exc).__name__
         except Exception as exc:  # a Spark or Iceberg failure of this table: reported, the others go on
-            self.report.status, self.report.error = "failed", f"{type(exc).__name__}: {exc}"
+            log.warning("%s: the apply failed", self.table_name, exc_info=True)
+            self.report.status, self.report.error = "failed", f"{type(exc).__name__}: {java_error_summary(exc)}"
+            self.report.error_class = type(exc).__name__
         self.report.seconds = round(time.monotonic() - started, 3)
         return self.report
 
@@ -473,6 +479,51 @@ class TableApplier:
                 writer = writer.option(f"snapshot-property.{key}", value)
             writer.overwritePartitions()
             self.report.changelog_windows.append(step.manifest.window_id)
+
+
+class WarehouseUnreachableError(TransientCdcError):
+    """Raised when the apply's Iceberg catalog (REST service, metastore) or its warehouse storage cannot
+    be reached; nothing is applied."""
+
+
+def _mask_userinfo(text: str) -> str:
+    """``scheme://user:secret@host`` -> ``scheme://***@host``."""
+    return re.sub(r"(?<=://)[^/@\s]+@", "***@", text)
+
+
+def java_error_summary(exc: BaseException) -> str:
+    """The first line of an exception's message and its root cause, without the JVM stack trace that
+    Py4J puts into the text of Java exceptions (URL credentials masked)."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    lines = [line.removeprefix(": ").strip() for line in lines if line and not line.startswith("at ")]
+    lines = [line for line in lines if not line.startswith(("An error occurred while calling", "..."))]
+    if not lines:
+        return type(exc).__name__
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    summary = lines[0] if not causes or causes[-1] == lines[0] else f"{lines[0]} (caused by {causes[-1]})"
+    return _mask_userinfo(summary)
+
+
+def require_reachable_catalog(spark: SparkSession, catalog: str) -> None:
+    """List the catalog's namespaces once, before any table is touched; an unreachable catalog or
+    warehouse raises :class:`WarehouseUnreachableError` (a Hadoop warehouse directory that does not
+    exist yet is fine: the first apply creates it)."""
+    try:
+        spark.sql(f"SHOW NAMESPACES IN {quote(catalog)}").collect()
+    except Exception as exc:
+        if "NoSuchNamespaceException" in str(exc):
+            return
+        prefix = f"spark.sql.catalog.{catalog}"
+        settings = [
+            f"{key} {_mask_userinfo(str(value))}"
+            for key in ("type", "uri", "warehouse")
+            if (value := spark.conf.get(f"{prefix}.{key}", None))
+        ]
+        raise WarehouseUnreachableError(
+            f"cannot reach the Iceberg catalog {catalog!r} ({', '.join(settings) or 'no type, uri or warehouse set'}): "
+            f"{java_error_summary(exc)}. Nothing was applied: check the catalog's uri or warehouse, the network "
+            "and the catalog's credentials, then retry"
+        ) from None
 
 
 class _StaleState(Exception):
@@ -536,6 +587,7 @@ def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
             "org.apache.iceberg.spark.SparkCatalog and its type/warehouse (or uri) for the apply job"
         )
     configure_catalog_cache(spark, config.catalog)
+    require_reachable_catalog(spark, config.catalog)
     manifests = []
     for window_id in range(config.first_window, config.last_window + 1):
         manifest = read_manifest(config.staging_uri, config.pipeline, window_id)

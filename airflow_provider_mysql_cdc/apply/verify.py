@@ -40,6 +40,8 @@ from airflow_provider_mysql_cdc.core.staging import (
 )
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.mysql.client import connection_to
+from airflow_provider_mysql_cdc.mysql.introspection import selected_tables
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, plan_snapshot, snapshot_chunk
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
@@ -152,11 +154,15 @@ def _snapshot(
 ) -> dict[str, list[str]]:
     """Snapshot the tables; returns the Spark paths of each existing table's staged files."""
     store = FrontierStore.from_url(f"sqlite:///{store_path}")
+    with connection_to(source) as connection:  # tables MySQL does not have are reported, not snapshotted
+        existing = selected_tables(connection, source, TableSelection.of([glob.escape(name) for name in tables]))
+    if not existing:
+        return {}
     request = SnapshotRequest(
         pipeline=pipeline,
         run_id="verify",
         staging_uri=staging_uri,
-        tables=TableSelection.of([glob.escape(name) for name in tables]),
+        tables=TableSelection.of([glob.escape(name) for name in existing]),
         key_columns=key_columns,
     )
     plan = plan_snapshot(request, source, store)

@@ -34,6 +34,7 @@ from airflow_provider_mysql_cdc.capture.staging_writer import (
     WindowStagingWriter,
     manifest_uri,
     read_manifest,
+    require_writable_staging,
     verify_manifest_files,
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
@@ -63,7 +64,11 @@ from airflow_provider_mysql_cdc.errors import (
     TransientCdcError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
-from airflow_provider_mysql_cdc.mysql.introspection import require_server_settings, selected_tables
+from airflow_provider_mysql_cdc.mysql.introspection import (
+    require_named_tables,
+    require_server_settings,
+    selected_tables,
+)
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
@@ -459,6 +464,10 @@ def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnection
     existing = _existing_window(request, store)
     if existing is not None:
         return existing
+    # Inputs that would make the new window useless are refused before anything is recorded.
+    require_writable_staging(request.staging_uri, f"{request.pipeline}/windows/_tmp")
+    with connection_to(source) as connection:
+        require_named_tables(connection, source, request.tables)
     pipeline = store.get_pipeline(request.pipeline)
     if pipeline is None:
         initial = request.initial_frontier

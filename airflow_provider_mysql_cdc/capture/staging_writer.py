@@ -51,6 +51,25 @@ def open_staging(staging_uri: str) -> tuple[pafs.FileSystem, str]:
     return filesystem, root.rstrip("/")
 
 
+def require_writable_staging(staging_uri: str, relative_dir: str) -> None:
+    """Create ``relative_dir`` under the staging root and write and delete a small probe file in it:
+    a task checks this before it records anything, so an unwritable staging URI fails the run at once
+    with :class:`StagingWriteError` instead of leaving a planned window or snapshot behind."""
+    filesystem, root = open_staging(staging_uri)
+    directory = f"{root}/{relative_dir}"
+    probe = f"{directory}/.write-probe-{new_attempt_token()}"
+    try:
+        filesystem.create_dir(directory, recursive=True)
+        with filesystem.open_output_stream(probe) as stream:
+            stream.write(b"probe")
+        filesystem.delete_file(probe)
+    except OSError as exc:
+        raise StagingWriteError(
+            f"staging URI {staging_uri!r} is not writable ({exc}); nothing was recorded. Fix the path, its "
+            "permissions or the filesystem credentials (e.g. the bucket policy), then re-run the task"
+        ) from None
+
+
 def new_attempt_token() -> str:
     """A random token naming one attempt's directories."""
     return uuid.uuid4().hex[:12]

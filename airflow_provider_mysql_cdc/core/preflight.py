@@ -249,7 +249,7 @@ class PreflightReport:
         return "\n".join(lines)
 
 
-def _sql_account(current_user: str) -> str:
+def sql_account(current_user: str) -> str:
     """``cdc@%`` (as ``CURRENT_USER()`` prints it) -> ``'cdc'@'%'``."""
     user, _, host = current_user.rpartition("@")
     if not user:
@@ -319,7 +319,7 @@ def evaluate(
 ) -> PreflightReport:
     """Check server version, binlog/GTID settings and privileges; report every problem at once."""
     server = ServerVersion.parse(facts.version, facts.version_comment)
-    account = _sql_account(facts.current_user)
+    account = sql_account(facts.current_user)
     findings: list[PreflightFinding] = []
 
     def error(check: str, problem: str, fix: str) -> None:

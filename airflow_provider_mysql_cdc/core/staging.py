@@ -18,6 +18,7 @@ count, size and SHA-256, so readers never list directories and never see partial
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -34,8 +35,39 @@ SEQ_BITS = 40
 OPS = ("r", "c", "u", "d")
 
 
+#: Key of a manifest's own checksum: the SHA-256 of the manifest's JSON without that key. A manifest
+#: whose content does not match it was edited and is refused (manifests written before it existed
+#: have none and are read as they are).
+MANIFEST_CHECKSUM_KEY = "manifest_sha256"
+
+
 class CorruptStagingError(TerminalCdcError):
     """Raised when a manifest or staged file is unreadable, edited, truncated or fails its checksum."""
+
+
+def _canonical_json(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, indent=2) + "\n"
+
+
+def _sealed_json(data: Mapping[str, Any]) -> str:
+    """Deterministic JSON of ``data`` with its checksum (see :data:`MANIFEST_CHECKSUM_KEY`)."""
+    checksum = hashlib.sha256(_canonical_json(data).encode("utf-8")).hexdigest()
+    return _canonical_json({**data, MANIFEST_CHECKSUM_KEY: checksum})
+
+
+def _unsealed(text: str) -> tuple[dict[str, Any], str | None]:
+    """A manifest's JSON object without its checksum, and the checksum it records (None: none)."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    recorded = data.pop(MANIFEST_CHECKSUM_KEY, None)
+    return data, None if recorded is None else str(recorded)
+
+
+def _check_seal(data: Mapping[str, Any], recorded: str | None) -> None:
+    """ValueError when ``data`` does not match the checksum its manifest recorded (it was edited)."""
+    if recorded is not None and recorded != hashlib.sha256(_canonical_json(data).encode("utf-8")).hexdigest():
+        raise ValueError(f"its content does not match its {MANIFEST_CHECKSUM_KEY}: it was edited")
 
 
 def window_dir(pipeline: str, window_id: int) -> str:
@@ -186,14 +218,17 @@ class StagingManifest:
         return counts
 
     def to_json(self) -> str:
-        """Deterministic JSON (sorted keys): the same window always gives the same bytes."""
-        return json.dumps(asdict(self), sort_keys=True, indent=2) + "\n"
+        """Deterministic JSON (sorted keys) with its checksum: the same window always gives the same bytes."""
+        return _sealed_json(asdict(self))
 
     @classmethod
     def from_json(cls, text: str, where: str) -> StagingManifest:
         """Parse and validate a manifest; raise :class:`CorruptStagingError` naming ``where``."""
+        fix = "delete the window's staging directory and re-run its capture task to rewrite it"
         try:
-            data = json.loads(text)
+            data, recorded = _unsealed(text)
+            if data.get("kind") == "snapshot":
+                fix = "re-snapshot the table (a finished snapshot chunk is never rewritten)"
             if data.get("format_version") != MANIFEST_FORMAT_VERSION:
                 raise ValueError(f"unsupported format_version {data.get('format_version')!r}")
             manifest = cls(
@@ -215,11 +250,9 @@ class StagingManifest:
             if manifest.kind not in ("window", "snapshot"):
                 raise ValueError(f"unknown manifest kind {manifest.kind!r}")
             manifest.relative_dir()
+            _check_seal(data, recorded)
         except (ValueError, TypeError, KeyError, MySqlCdcError) as exc:
-            raise CorruptStagingError(
-                f"manifest {where} is corrupt or was edited ({exc}); delete the window's staging directory "
-                "and re-run its capture task to rewrite it"
-            ) from None
+            raise CorruptStagingError(f"manifest {where} is corrupt or was edited ({exc}); {fix}") from None
         return manifest
 
 
@@ -256,13 +289,13 @@ class SnapshotTableManifest:
             "handoff_window": self.handoff_window,
             "chunks": list(self.chunks),
         }
-        return json.dumps(data, sort_keys=True, indent=2) + "\n"
+        return _sealed_json(data)
 
     @classmethod
     def from_json(cls, text: str, where: str) -> SnapshotTableManifest:
         """Parse and validate a table manifest; raise :class:`CorruptStagingError` naming ``where``."""
         try:
-            data = json.loads(text)
+            data, recorded = _unsealed(text)
             if data.get("kind") != "snapshot_table":
                 raise ValueError(f"kind is {data.get('kind')!r}, not 'snapshot_table'")
             manifest = cls(**{**data, "chunks": tuple(data["chunks"])})
@@ -270,6 +303,7 @@ class SnapshotTableManifest:
                 if not isinstance(chunk["manifest"], str) or not chunk["manifest"].endswith(MANIFEST_NAME):
                     raise ValueError(f"chunk entry {chunk!r} names no chunk manifest")
                 GtidSet.parse(chunk["frontier"])
+            _check_seal(data, recorded)
         except (ValueError, TypeError, KeyError, MySqlCdcError) as exc:
             raise CorruptStagingError(
                 f"snapshot table manifest {where} is corrupt or was edited ({exc}); re-run the last chunk task "

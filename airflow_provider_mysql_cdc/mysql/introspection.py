@@ -17,9 +17,10 @@ from airflow_provider_mysql_cdc.core.preflight import (
     ServerVersion,
     TableName,
     evaluate,
+    sql_account,
 )
 from airflow_provider_mysql_cdc.core.windows import TableSelection
-from airflow_provider_mysql_cdc.errors import PreflightFailedError
+from airflow_provider_mysql_cdc.errors import ConfigurationError, MissingPrivilegeError, PreflightFailedError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
 
 if TYPE_CHECKING:
@@ -125,12 +126,54 @@ def require_server_settings(config: MySqlConnectionConfig) -> None:
         raise PreflightFailedError(report.format())
 
 
-def selected_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> list[str]:
-    """``db.table`` of every base table the selection matches, sorted."""
+def _visible_tables(connection: Connection[Any], source: MySqlConnectionConfig) -> list[tuple[str, str]]:
     rows = query(
         connection,
         source,
         "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
         "AND TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema')",
     )
-    return sorted(f"{db}.{table}" for db, table in rows if selection.matches(str(db), str(table)))
+    return [(str(db), str(table)) for db, table in rows]
+
+
+def selected_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> list[str]:
+    """``db.table`` of every base table the selection matches, sorted."""
+    return sorted(f"{db}.{table}" for db, table in _visible_tables(connection, source) if selection.matches(db, table))
+
+
+def require_named_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> None:
+    """Refuse include entries written as plain names (``db.table``, no glob character) that name no base
+    table the account can see: a typo would otherwise capture nothing, without a word. A pattern
+    (``db.orders_*``) that matches nothing yet is accepted: tables created later that match it are
+    captured from their first row.
+
+    Raises :class:`MissingPrivilegeError` when the account holds no SELECT on a missing name (tables
+    without any privilege are invisible to it), :class:`ConfigurationError` otherwise."""
+    named = [pattern for pattern in selection.include if not any(char in pattern for char in "*?[")]
+    if not named:
+        return
+    visible = {f"{db}.{table}" for db, table in _visible_tables(connection, source)}
+    missing = [name for name in named if name not in visible]
+    if not missing:
+        return
+    facts = read_server_facts(connection, source, with_tables=False)
+    account = sql_account(facts.current_user)
+    if not facts.grants.role_grants:  # privileges through roles are not judged (see the preflight)
+        unreadable = [name for name in missing if not facts.grants.allows("SELECT", TableName(*name.split(".", 1)))]
+        if unreadable:
+            grants = " ".join(
+                f"GRANT SELECT ON `{name.split('.', 1)[0]}`.`{name.split('.', 1)[1]}` TO {account};"
+                for name in unreadable
+            )
+            raise MissingPrivilegeError(
+                f"{account} holds no SELECT on {', '.join(unreadable)} (named in the table list), so it cannot "
+                f"see or snapshot it; nothing was recorded. Grant it: {grants} (if the name is wrong instead, "
+                "fix the table list)"
+            )
+    server = source.address.rpartition("@")[2]
+    raise ConfigurationError(
+        f"the table list names {', '.join(repr(name) for name in missing)}, but {account} sees no such base "
+        f"table on {server}; nothing was recorded. Check the spelling (database and table names are "
+        "case-sensitive) or create the table. To capture a table that does not exist yet, select it with a "
+        f"pattern such as '{missing[0]}*': a pattern that matches nothing yet is accepted"
+    )

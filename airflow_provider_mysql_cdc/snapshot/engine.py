@@ -38,6 +38,7 @@ from airflow_provider_mysql_cdc.capture.staging_writer import (
     open_staging,
     read_manifest_in,
     read_text,
+    require_writable_staging,
     verify_manifest_files,
     write_text_atomically,
 )
@@ -50,6 +51,7 @@ from airflow_provider_mysql_cdc.core.chunks import (
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.staging import (
     MANIFEST_NAME,
     CorruptStagingError,
@@ -74,9 +76,12 @@ from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
     TransientCdcError,
 )
+from airflow_provider_mysql_cdc.errors import MissingPrivilegeError as MissingPrivilegeError  # noqa: PLC0414  re-export: it was defined here
 from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, error_code, error_text, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
     read_gtid_executed,
+    read_server_facts,
+    require_named_tables,
     require_server_settings,
     selected_tables,
 )
@@ -116,10 +121,6 @@ _ER_LOCK_WAIT_TIMEOUT = 1205
 
 class TableWithoutKeyError(TerminalCdcError):
     """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user."""
-
-
-class MissingPrivilegeError(TerminalCdcError):
-    """Raised when the connection's account lacks a privilege the snapshot needs."""
 
 
 class SnapshotLockTimeoutError(TransientCdcError):
@@ -322,11 +323,14 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
     require_server_settings(source)
     with connection_to(source) as connection:
         _session(connection, source)
+        snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
+        if snapshot is None:  # refused before anything is recorded
+            require_writable_staging(request.staging_uri, f"{request.pipeline}/snapshots/_tmp")
+            require_named_tables(connection, source, request.tables)
         if store.get_pipeline(request.pipeline) is None:
             initial = read_gtid_executed(connection, source)
             record = store.register_pipeline(request.pipeline, initial)
             log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
-        snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
         fresh_plans: dict[str, tuple[SnapshotChunk, ...]] = {}
         if snapshot is None:
             decided = _new_snapshot(request, connection, source, store)
@@ -371,7 +375,9 @@ def _new_snapshot(
     if not tables:
         log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", request.pipeline)
         return None
-    # Keyless tables and plans too big for Airflow's mapping are refused before anything is recorded.
+    # Missing privileges, keyless tables and plans too big for Airflow's mapping are refused before
+    # anything is recorded.
+    _require_snapshot_privileges(connection, source, tables)
     plans = {name: _plan_table(request, connection, source, name) for name in tables}
     total = sum(len(chunks) for chunks in plans.values())
     if total > request.max_chunks:
@@ -391,6 +397,44 @@ def _new_snapshot(
         record.handoff_window,
     )
     return record, plans
+
+
+def _require_snapshot_privileges(
+    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
+) -> None:
+    """Raise :class:`MissingPrivilegeError` with the GRANT statements when the account cannot read
+    (``SELECT``, tried on each table) or lock (``LOCK TABLES``, from ``SHOW GRANTS``; not judged when
+    privileges come through roles) the tables to snapshot."""
+    facts = read_server_facts(connection, source, with_tables=False)
+    account = sql_account(facts.current_user)
+    problems: list[str] = []
+    fixes: list[str] = []
+    for table_name in tables:
+        database, table = _split_name(table_name)
+        try:
+            _execute(
+                connection, source, f"SELECT 1 FROM {quote_identifier(database)}.{quote_identifier(table)} LIMIT 0"
+            )
+        except MySqlQueryError as exc:
+            if exc.__cause__ is None or error_code(exc.__cause__) not in _ER_ACCESS_DENIED_CODES:
+                raise
+            problems.append(f"SELECT on {table_name} (to read its rows)")
+            fixes.append(f"GRANT SELECT ON {quote_identifier(database)}.{quote_identifier(table)} TO {account};")
+    if not facts.grants.role_grants:
+        databases = sorted(
+            {
+                table_name.partition(".")[0]
+                for table_name in tables
+                if not facts.grants.allows("LOCK TABLES", TableName(*_split_name(table_name)))
+            }
+        )
+        for database in databases:
+            problems.append(f"LOCK TABLES on {database} (for the snapshot's millisecond table lock)")
+            fixes.append(f"GRANT LOCK TABLES ON {quote_identifier(database)}.* TO {account};")
+    if problems:
+        raise MissingPrivilegeError(
+            f"{account} lacks {'; '.join(problems)}; no snapshot was recorded. Grant it: {' '.join(fixes)}"
+        )
 
 
 def _plan_table(

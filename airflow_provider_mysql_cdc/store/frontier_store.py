@@ -236,11 +236,17 @@ def _aware(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=UTC)
 
 
-def _parse_stored(text: str | None, what: str) -> GtidSet:
+def _parse_stored(text: str | None, what: str, column: str, restore_from: str) -> GtidSet:
+    """A GTID set read from ``column`` (``table.column``) of the metadata tables; a value that is not a
+    valid GTID set (edited by hand, damaged) raises :class:`FrontierStoreError` saying where the right
+    value is found."""
     try:
         return GtidSet.parse(text or "")
     except MySqlCdcError as exc:
-        raise FrontierStoreError(f"metadata table holds an invalid GTID set for {what}: {exc}") from None
+        raise FrontierStoreError(
+            f"metadata table column {column} of {what} is not a valid GTID set ({exc}). "
+            f"Restore it in the metadata database: the right value is {restore_from}"
+        ) from None
 
 
 class FrontierStore:
@@ -298,8 +304,19 @@ class FrontierStore:
             return None
         return PipelineRecord(
             pipeline=row.pipeline,
-            initial_frontier=_parse_stored(row.initial_frontier, f"pipeline {pipeline!r} initial frontier"),
-            capture_frontier=_parse_stored(row.capture_frontier, f"pipeline {pipeline!r} capture frontier"),
+            initial_frontier=_parse_stored(
+                row.initial_frontier,
+                f"pipeline {pipeline!r}",
+                "cdc_pipelines.initial_frontier",
+                "the lower bound of its window 1 (cdc_windows.lower, and 'lower' in that window's _manifest.json)",
+            ),
+            capture_frontier=_parse_stored(
+                row.capture_frontier,
+                f"pipeline {pipeline!r}",
+                "cdc_pipelines.capture_frontier",
+                "the upper bound of its last published window (cdc_windows.upper, and 'upper' in that window's "
+                "_manifest.json)",
+            ),
             revision=row.revision,
             registered_at=_aware(row.created_at),
         )
@@ -361,8 +378,16 @@ class FrontierStore:
             pipeline=row.pipeline,
             window_id=row.window_id,
             run_id=row.run_id,
-            lower=_parse_stored(row.lower, f"{what} lower"),
-            upper=None if row.upper is None else _parse_stored(row.upper, f"{what} upper"),
+            lower=_parse_stored(
+                row.lower,
+                what,
+                "cdc_windows.lower",
+                "the upper bound of the window before it (or the pipeline's initial_frontier for window 1), "
+                "as 'lower' in this window's _manifest.json also records it once published",
+            ),
+            upper=None
+            if row.upper is None
+            else _parse_stored(row.upper, what, "cdc_windows.upper", "'upper' in this window's _manifest.json"),
             cutoff_rule=row.cutoff_rule,
             cutoff_value=row.cutoff_value,
             status=row.status,
@@ -604,7 +629,11 @@ class FrontierStore:
             chunk_no=row.chunk_no,
             chunk=row.chunk,
             status=row.status,
-            frontier=None if row.frontier is None else _parse_stored(row.frontier, where),
+            frontier=None
+            if row.frontier is None
+            else _parse_stored(
+                row.frontier, where, "cdc_snapshot_chunks.frontier", "'upper' in the chunk's _manifest.json"
+            ),
             manifest_uri=row.manifest_uri,
             rows=row.rows,
         )
@@ -665,7 +694,17 @@ class FrontierStore:
                     table_frontiers_table.c.kind == kind,
                 )
             ).scalar()
-        return None if text is None else _parse_stored(text, f"{pipeline!r} {table_name} {kind} frontier")
+        return (
+            None
+            if text is None
+            else _parse_stored(
+                text,
+                f"pipeline {pipeline!r} table {table_name} ({kind})",
+                "cdc_table_frontiers.frontier",
+                "the cdc.upper property of the target table's newest apply commit (or delete the row: the next "
+                "apply records it again)",
+            )
+        )
 
     def set_table_frontier(
         self, pipeline: str, table_name: str, kind: str, expected: GtidSet | None, new: GtidSet
