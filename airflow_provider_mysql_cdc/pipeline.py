@@ -135,6 +135,7 @@ def mysql_cdc_pipeline(
             soft_fail=headroom_soft_fail,
             deferrable=deferrable,
             poke_interval=timedelta(minutes=1).total_seconds(),
+            resnapshot=resnapshot,  # a run that re-snapshots is the recovery from purged binlogs
         )
         snapshot_plan = MySqlSnapshotPlanOperator(
             task_id="snapshot_plan",

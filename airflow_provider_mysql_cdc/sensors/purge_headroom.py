@@ -36,7 +36,9 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
       fails with the report's message, or is skipped with ``soft_fail=True``. With the default
       ``timeout=0`` the first check decides.
     * ``purged``: fails at once, without retries and even with ``soft_fail=True``: the lost GTIDs
-      need a re-snapshot, which no wait or retry brings back.
+      need a re-snapshot, which no wait or retry brings back. A run that re-snapshots tables
+      (``resnapshot`` not empty) is that recovery: the sensor then succeeds with a warning, so the
+      snapshot tasks run; capture checks that the snapshots hold the purged transactions.
 
     Before failing or being skipped it pushes the report to XCom under key ``headroom``.
 
@@ -45,9 +47,16 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
     :param metadata_conn_id: connection of the metadata database; default: a SQLite file in AIRFLOW_HOME.
     :param min_headroom_seconds: the headroom below which the sensor does not succeed (default 6 h).
     :param deferrable: wait in the triggerer instead of a worker slot.
+    :param resnapshot: the tables (or patterns) this run re-snapshots, as given to the snapshot plan.
     """
 
-    template_fields: Sequence[str] = ("pipeline", "mysql_cdc_conn_id", "metadata_conn_id", "min_headroom_seconds")
+    template_fields: Sequence[str] = (
+        "pipeline",
+        "mysql_cdc_conn_id",
+        "metadata_conn_id",
+        "min_headroom_seconds",
+        "resnapshot",
+    )
     ui_color = "#fdf0d5"
 
     def __init__(
@@ -59,6 +68,7 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         min_headroom_seconds: int | str = DEFAULT_MIN_HEADROOM_SECONDS,
         deferrable: bool = False,
         timeout: timedelta | float = 0,
+        resnapshot: Sequence[str] | str = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(timeout=timeout, **kwargs)
@@ -67,6 +77,7 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         self.metadata_conn_id = metadata_conn_id
         self.min_headroom_seconds = min_headroom_seconds
         self.deferrable = deferrable
+        self.resnapshot = resnapshot
         self._last_report: HeadroomReport | None = None
 
     def _check(self) -> HeadroomReport:
@@ -147,6 +158,16 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         if xcom["status"] == HeadroomStatus.OK.value:
             return xcom
         if xcom["status"] == HeadroomStatus.PURGED.value:
+            patterns = [self.resnapshot] if isinstance(self.resnapshot, str) else list(self.resnapshot)
+            resnapshot = [pattern for pattern in patterns if pattern]
+            if resnapshot:
+                self.log.warning(
+                    "%s This run re-snapshots %s: the snapshot tasks run, and capture continues after the "
+                    "purged transactions once every selected table's snapshot holds them.",
+                    xcom["message"],
+                    resnapshot,
+                )
+                return xcom
             context["ti"].xcom_push(key=HEADROOM_XCOM_KEY, value=xcom)
             raise AirflowFailException(xcom["message"])
         raise self._give_up(context, xcom, AirflowSkipException if self.soft_fail else AirflowSensorTimeout)
