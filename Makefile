@@ -9,11 +9,12 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo bench-capture bench-snapshot bench-apply constraints clean
+.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo reliability bench-capture bench-snapshot bench-apply constraints clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
+	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
 	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | constraints | clean"
 
 venv: $(VENV)/.installed
@@ -54,6 +55,18 @@ test-unit: venv
 
 demo: venv mysql-install jars
 	$(PY) scripts/demo.py
+
+# The long reliability run: seeded random workloads through snapshot -> capture -> Spark apply, every
+# Iceberg table compared with a replica stopped at each window's upper GTID set, then SIGKILL crash
+# trials of capture, snapshot and apply. Its own MySQL source + replica and local Spark; last line:
+# reliability windows=<n> rows=<n> seeds=<n> crash_trials=<n> differences=<n>
+RELIABILITY_SEEDS ?= 3
+RELIABILITY_WINDOWS ?= 24
+RELIABILITY_FIRST_SEED ?= 2
+RELIABILITY_CRASH_TRIALS ?= 12
+reliability: venv mysql-install jars
+	$(PY) -m tests.reliability.run --seeds $(RELIABILITY_SEEDS) --windows $(RELIABILITY_WINDOWS) \
+		--crash-trials $(RELIABILITY_CRASH_TRIALS) --first-seed $(RELIABILITY_FIRST_SEED)
 
 # Capture throughput and peak memory against python-mysql-replication alone (own MySQL instance).
 BENCH_ROWS ?= 500000
