@@ -40,6 +40,11 @@ class WindowNotClosedError(TransientCdcError):
     """Raised when a ``data_interval`` window is captured before its interval has ended on the server."""
 
 
+def patterns(value: Sequence[str] | str) -> tuple[str, ...]:
+    """Table names or patterns given as one string or a list (templated arguments arrive as either)."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 @dataclass(frozen=True)
 class WindowCaps:
     """Optional limits that end a window early, always on a transaction boundary (None: no limit).
@@ -89,9 +94,7 @@ class TableSelection:
     @classmethod
     def of(cls, include: Sequence[str] | str = ("*.*",), exclude: Sequence[str] | str = ()) -> TableSelection:
         """Build from a pattern or a list of patterns."""
-        include_tuple = (include,) if isinstance(include, str) else tuple(include)
-        exclude_tuple = (exclude,) if isinstance(exclude, str) else tuple(exclude)
-        return cls(include_tuple, exclude_tuple)
+        return cls(patterns(include), patterns(exclude))
 
     def matches_database(self, database: str) -> bool:
         """True when some include pattern can select a table of ``database``."""

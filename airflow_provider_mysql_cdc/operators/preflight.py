@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_mysql_cdc.core.preflight import DEFAULT_MIN_BINLOG_RETENTION_SECONDS
+from airflow_provider_mysql_cdc.core.windows import patterns
 from airflow_provider_mysql_cdc.errors import PreflightFailedError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 
@@ -43,9 +44,8 @@ class MySqlCdcPreflightOperator(BaseOperator):
         self.fail_on_warnings = fail_on_warnings
 
     def execute(self, context: Context) -> dict[str, Any]:
-        patterns = [self.tables] if isinstance(self.tables, str) else list(self.tables)
         hook = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id)
-        report = hook.preflight(patterns, min_binlog_retention_seconds=self.min_binlog_retention_seconds)
+        report = hook.preflight(patterns(self.tables), min_binlog_retention_seconds=self.min_binlog_retention_seconds)
         text = report.format()
         if not report.ok or (self.fail_on_warnings and report.warnings):
             raise PreflightFailedError(text)

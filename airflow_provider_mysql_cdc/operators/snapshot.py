@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
-from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.core.windows import TableSelection, patterns
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
@@ -32,10 +32,6 @@ from airflow_provider_mysql_cdc.snapshot.engine import (
 
 #: Airflow's default ``[core] max_map_length``: the most map indexes one mapped task may have.
 DEFAULT_MAX_MAP_LENGTH = 1024
-
-
-def _patterns(value: Sequence[str] | str) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _positive_int(value: int | str, name: str) -> int:
@@ -148,7 +144,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
         source = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id).get_connection_config()
         request = self._request(
             context,
-            resnapshot=_patterns(self.resnapshot),
+            resnapshot=patterns(self.resnapshot),
             chunk_rows=_positive_int(self.chunk_rows, "chunk_rows"),
             # Airflow maps one task over at most this many chunks: checked before the plan is recorded.
             max_chunks=conf.getint("core", "max_map_length", fallback=DEFAULT_MAX_MAP_LENGTH),

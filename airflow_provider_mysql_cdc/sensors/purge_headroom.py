@@ -11,6 +11,7 @@ from airflow.sdk import BaseOperator, BaseSensorOperator, Context, PokeReturnVal
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_provider_mysql_cdc.core.headroom import DEFAULT_MIN_HEADROOM_SECONDS, HeadroomReport, HeadroomStatus
+from airflow_provider_mysql_cdc.core.windows import patterns
 from airflow_provider_mysql_cdc.errors import MySqlCdcError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.triggers.purge_headroom import (
@@ -158,8 +159,7 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         if xcom["status"] == HeadroomStatus.OK.value:
             return xcom
         if xcom["status"] == HeadroomStatus.PURGED.value:
-            patterns = [self.resnapshot] if isinstance(self.resnapshot, str) else list(self.resnapshot)
-            resnapshot = [pattern for pattern in patterns if pattern]
+            resnapshot = [pattern for pattern in patterns(self.resnapshot) if pattern]
             if resnapshot:
                 self.log.warning(
                     "%s This run re-snapshots %s: the snapshot tasks run, and capture continues after the "
