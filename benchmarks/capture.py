@@ -14,6 +14,10 @@ What it measures, in one run on one binlog:
    ``FrontierStore`` and staging in temporary directories, the pipeline's initial frontier = the
    frontier above; it reads the binlog, decodes and converts every row and writes Parquet (zstd),
    then publishes the manifest. Replica server id 4200002. Both readers use the ``cdc`` account.
+4. **Content check** (not timed): the same ``capture_window`` once more, with every row event decoded
+   by python-mysql-replication plus this provider's fixes (the path the compiled row decoders
+   replace; forced in that child process by making ``row_images`` hand no event to them). Its staged
+   Parquet must equal the timed capture's: same files, schemas and values, batch by batch.
 
 Each timed phase runs in its own child process (this script with the hidden ``--phase`` option,
 parameters on stdin, a JSON result as the child's last stdout line), so its peak RSS
@@ -24,7 +28,8 @@ covers opening the stream through the last row (library) or the whole ``capture_
 
 The benchmark fails (exit code 1) unless both readers saw exactly N rows: the library loop counts
 rows and sums the ``id`` values; for the capture, the manifest's op counts, the Parquet files' row
-counts and the staged ``id`` values are checked.
+counts and the staged ``id`` values are checked; and unless the content check finds the staged
+Parquet equal to the reference capture's.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-capture``; see
 ``scripts/local_mysql.py``)::
@@ -83,6 +88,7 @@ ROWS_PER_STATEMENT = 1_000
 LIBRARY_SERVER_ID = 4_200_001
 CAPTURE_SERVER_ID = 4_200_002
 PROFILE_SERVER_ID = 4_200_003
+REFERENCE_SERVER_ID = 4_200_004
 INSTANCE_NAME = "bench-capture"
 #: Server options of the local instance: a bigger buffer pool and no fsync per commit, so the load is
 #: quick; neither changes what the binlog holds.
@@ -180,8 +186,10 @@ def library_phase(spec: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows, "id_sum": id_sum, "seconds": seconds, "baseline_rss_mb": baseline, "peak_rss_mb": 0.0}
 
 
-def capture_phase(spec: dict[str, Any], *, profile: bool = False) -> dict[str, Any]:
-    """``capture_window`` (catch_up) from the frontier into Parquet staging; optionally under cProfile."""
+def capture_phase(spec: dict[str, Any], *, profile: bool = False, library_decoding: bool = False) -> dict[str, Any]:
+    """``capture_window`` (catch_up) from the frontier into Parquet staging; optionally under cProfile, or
+    with the row images decoded by the library path instead of the compiled decoders (the reference)."""
+    from airflow_provider_mysql_cdc.capture import engine
     from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
     from airflow_provider_mysql_cdc.core.gtid import GtidSet
     from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
@@ -199,6 +207,8 @@ def capture_phase(spec: dict[str, Any], *, profile: bool = False) -> dict[str, A
         replica_server_id=int(spec["server_id"]),
     )
     config = cdc_config(spec)
+    if library_decoding:  # every event then takes the path row_images() leaves to the library
+        engine.row_images = lambda event: None  # type: ignore[assignment]
     baseline = peak_rss_mb()
     profiler = None
     if profile:
@@ -259,6 +269,34 @@ def check_staging(staging_dir: str, capture: dict[str, Any], rows: int) -> tuple
     return len(manifest.files), parquet_bytes / 1e6
 
 
+def check_same_content(staging_dir: str, reference_dir: str, window_id: int) -> int:
+    """The staged Parquet of the capture must equal the reference capture's, file by file, batch by
+    batch (same manifest file list, schemas and values); returns the rows compared."""
+    import pyarrow.parquet as pq
+
+    from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
+    from airflow_provider_mysql_cdc.core.staging import window_dir
+
+    manifest = read_manifest(staging_dir, "bench", window_id)
+    reference = read_manifest(reference_dir, "bench", window_id)
+    if manifest is None or reference is None:
+        raise BenchmarkError("a manifest is missing")
+    paths = [(f.path, f.rows, f.op_counts) for f in manifest.files]
+    if paths != [(f.path, f.rows, f.op_counts) for f in reference.files]:
+        raise BenchmarkError(f"staged files differ from the reference capture's: {manifest.files} {reference.files}")
+    compared = 0
+    for staged in manifest.files:
+        relative = Path(window_dir("bench", window_id)) / staged.path
+        ours, theirs = pq.ParquetFile(Path(staging_dir) / relative), pq.ParquetFile(Path(reference_dir) / relative)
+        if not ours.schema_arrow.equals(theirs.schema_arrow):
+            raise BenchmarkError(f"{staged.path}: schema differs from the reference capture's")
+        for mine, other in zip(ours.iter_batches(10_000), theirs.iter_batches(10_000), strict=True):
+            if not mine.equals(other):
+                raise BenchmarkError(f"{staged.path}: rows {compared}.. differ from the reference capture's")
+            compared += mine.num_rows
+    return compared
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -299,6 +337,23 @@ def benchmark(server: Server, rows: int, profile: bool) -> str:
         files, parquet_mb = check_staging(staging_dir, capture, rows)
         if capture["rows"] != rows:
             raise BenchmarkError(f"the capture staged {capture['rows']} rows, expected {rows}")
+        reference_dir = str(Path(scratch) / "staging-reference")
+        reference = run_phase(
+            SCRIPT,
+            "capture-library-decoding",
+            {
+                **spec,
+                "staging_dir": reference_dir,
+                "store_path": str(Path(scratch) / "frontier-reference.db"),
+                "server_id": REFERENCE_SERVER_ID,
+            },
+        )
+        compared = check_same_content(staging_dir, reference_dir, int(capture["window_id"]))
+        print(
+            f"content check: {compared} staged rows equal the reference capture's (library decoding, "
+            f"{rows / reference['seconds']:.0f} rows/s, peak_rss_mb={reference['peak_rss_mb']:.1f})",
+            flush=True,
+        )
         if profile:
             profiled = {
                 **spec,
@@ -337,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                     "library": library_phase,
                     "capture": capture_phase,
                     "capture-profile": lambda spec: capture_phase(spec, profile=True),
+                    "capture-library-decoding": lambda spec: capture_phase(spec, library_decoding=True),
                 },
             )
         )

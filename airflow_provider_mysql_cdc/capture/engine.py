@@ -28,6 +28,7 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     TransactionCommit,
     TransactionStart,
 )
+from airflow_provider_mysql_cdc.capture.compiled_rows import CompiledRowDecoder, compile_row_decoder, row_images
 from airflow_provider_mysql_cdc.capture.handoff import HandoffRules, TableHandoff, load_handoffs
 from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
 from airflow_provider_mysql_cdc.capture.staging_writer import (
@@ -144,14 +145,35 @@ class CaptureResult:
         }
 
 
+_UPDATE_IMAGES = ("before_values", "after_values")
+
+
 @dataclass
 class _TableVersion:
     specs: tuple[ColumnSpec, ...]
     converter: RowConverter
+    decoder: CompiledRowDecoder
     schema: pa.Schema
     schema_version: int
-    primary_key_names: tuple[str, ...]
+    #: Column names, and the positions of the primary key's columns, in table order.
+    names: tuple[str, ...]
+    key_positions: tuple[int, ...]
     info: SchemaVersionInfo
+
+
+def _differ(
+    before: tuple[Any, ...], after: tuple[Any, ...], positions: tuple[int, ...], names: tuple[str, ...]
+) -> bool:
+    """Whether two converted images differ in a column at ``positions`` (two invalid dates, both staged
+    as NULL, differ when their texts in ``_cdc_invalid_values``, the images' last item, do)."""
+    for position in positions:
+        if before[position] != after[position]:
+            return True
+        if before[position] is None and (before[-1] or after[-1]):
+            name = names[position]
+            if (before[-1] or {}).get(name) != (after[-1] or {}).get(name):
+                return True
+    return False
 
 
 class _WindowReader:
@@ -218,12 +240,15 @@ class _WindowReader:
         )
         primary_key = tuple(spec.name for spec in specs if spec.primary_key)
         info = SchemaVersionInfo(item.database, item.table, number, fingerprint, tuple(columns), primary_key)
+        table_map = item.event.table_map[item.event.table_id]
         version = _TableVersion(
             specs=specs,
             converter=RowConverter(specs),
+            decoder=compile_row_decoder(table_map.columns, specs),
             schema=arrow_schema(specs),
             schema_version=number,
-            primary_key_names=primary_key,
+            names=tuple(spec.name for spec in specs),
+            key_positions=tuple(index for index, spec in enumerate(specs) if spec.primary_key),
             info=info,
         )
         self.versions[key] = version
@@ -237,7 +262,7 @@ class _WindowReader:
         self.writer.add(item.database, item.table, version.schema_version, version.schema, row, op, seq)
         self.rows += 1
 
-    def _key_positions(self, version: _TableVersion, handoff: TableHandoff) -> tuple[int, ...]:
+    def _handoff_key_positions(self, version: _TableVersion, handoff: TableHandoff) -> tuple[int, ...]:
         """Positions of the snapshot's key columns in this table version."""
         cache_key = (handoff.database, handoff.table, version.schema_version)
         positions = self._handoff_positions.get(cache_key)
@@ -253,6 +278,18 @@ class _WindowReader:
             self._handoff_positions[cache_key] = positions
         return positions
 
+    def _images(self, item: RowsEvent, version: _TableVersion) -> list[tuple[Any, ...]]:
+        """The event's converted row images, in binlog order (an update's before image, then its after
+        image): by the table version's compiled decoder, or by the library where it cannot read them."""
+        found = row_images(item.event)
+        if found is not None:
+            data, start, end, _ = found
+            return version.decoder.images(data, start, end, f"{item.database}.{item.table}")
+        convert = version.converter.convert
+        if item.kind == "update":
+            return [convert(row[image]) for row in decoded_rows(item.event) for image in _UPDATE_IMAGES]
+        return [convert(row["values"]) for row in decoded_rows(item.event)]
+
     def on_rows(self, item: RowsEvent) -> None:
         """Stage the rows of one row event of a selected table (minus what a snapshot already holds)."""
         assert self.current is not None
@@ -261,29 +298,49 @@ class _WindowReader:
         self.approx_bytes += int(getattr(item.event, "event_size", 0))
         handoff = self.handoffs.get(item.database, item.table) if self.handoffs else None
         decision = False if handoff is None else handoff.by_gtid(self.current.gtid)
-        rows = decoded_rows(item.event)
+        images = self._images(item, version)
         if decision is True:  # every chunk's snapshot already holds this transaction
-            self.skipped_rows += len(rows) * (2 if item.kind == "update" else 1)
+            self.skipped_rows += len(images)
             return
-        key_at = self._key_positions(version, handoff) if handoff is not None and decision is None else None
-        convert = version.converter.convert
-        for row in rows:
-            if item.kind == "insert":
-                self._stage_unless_snapshotted(item, version, "c", convert(row["values"]), handoff, key_at)
-            elif item.kind == "delete":
-                self._stage_unless_snapshotted(item, version, "d", convert(row["values"]), handoff, key_at)
+        key_at = self._handoff_key_positions(version, handoff) if handoff is not None and decision is None else None
+        if item.kind != "update":
+            op = "c" if item.kind == "insert" else "d"
+            if key_at is None:
+                self._stage_many(item, version, op, images)
             else:
-                before, after = row["before_values"], row["after_values"]
-                moved = any(before.get(name) != after.get(name) for name in version.primary_key_names)
-                if key_at is not None:
-                    moved = moved or any(
-                        before.get(version.specs[i].name) != after.get(version.specs[i].name) for i in key_at
-                    )
-                if moved:
-                    self._stage_unless_snapshotted(item, version, "d", convert(before), handoff, key_at)
-                    self._stage_unless_snapshotted(item, version, "c", convert(after), handoff, key_at)
-                else:
-                    self._stage_unless_snapshotted(item, version, "u", convert(after), handoff, key_at)
+                for image in images:
+                    self._stage_unless_snapshotted(item, version, op, image, handoff, key_at)
+            return
+        compared = version.key_positions if key_at is None else tuple(sorted({*version.key_positions, *key_at}))
+        befores, afters = images[0::2], images[1::2]
+        moved = [_differ(before, after, compared, version.names) for before, after in zip(befores, afters, strict=True)]
+        if key_at is None and not any(moved):
+            self._stage_many(item, version, "u", afters)
+            return
+        for before, after, key_moved in zip(befores, afters, moved, strict=True):
+            if key_moved:
+                self._stage_unless_snapshotted(item, version, "d", before, handoff, key_at)
+                self._stage_unless_snapshotted(item, version, "c", after, handoff, key_at)
+            else:
+                self._stage_unless_snapshotted(item, version, "u", after, handoff, key_at)
+
+    def _stage_many(self, item: RowsEvent, version: _TableVersion, op: str, images: list[tuple[Any, ...]]) -> None:
+        """Stage consecutive images of one op (the common case: no snapshot hand-off applies)."""
+        if not images:
+            return
+        assert self.current is not None
+        first_seq = cdc_seq(self.window.window_id, self.position)
+        self.position += len(images)
+        cdc_seq(self.window.window_id, self.position - 1)  # raises when the window holds too many changes
+        self.writer.add_images(
+            item.database,
+            item.table,
+            version.schema_version,
+            version.schema,
+            images,
+            (op, self._current_gtid_text, first_seq, self.current.commit_ts_us),
+        )
+        self.rows += len(images)
 
     def _stage_unless_snapshotted(
         self,
