@@ -1,6 +1,9 @@
 """Row values of python-mysql-replication (``pymysqlreplication`` 1.0.x) -> Arrow-ready values.
 
-Three steps, each for one reason:
+Capture reads most row events with :mod:`compiled_rows` (code generated per table version, which
+reuses this module's readers and converters for the rarer types); this module is the reference that
+code is tested against, and the path for the events it leaves to the library (partial JSON updates,
+images without every column). Three steps, each for one reason:
 
 * :func:`column_specs_from_table_map` builds the :class:`~airflow_provider_mysql_cdc.core.types.ColumnSpec`
   of every column from the table map (``binlog_row_metadata=FULL``: names, signedness, character
