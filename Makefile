@@ -9,7 +9,7 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo reliability bench-capture bench-snapshot bench-apply constraints clean
+.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo reliability bench-capture bench-snapshot bench-apply bench-e2e constraints clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
@@ -87,6 +87,14 @@ BENCH_APPLY_CHANGES ?= 10000
 bench-apply: venv mysql-install jars
 	$(PY) benchmarks/apply.py --small-rows $(BENCH_APPLY_SMALL_ROWS) --large-rows $(BENCH_APPLY_LARGE_ROWS) \
 		--changes $(BENCH_APPLY_CHANGES)
+
+# End to end: one `airflow dags test` run of the example DAG over a window of BENCH_E2E_CHANGES changes
+# (Airflow on SQLite, own MySQL instance, local Spark), time split by task; last line:
+# e2e changes=<n> wall_s=<w> preflight_s=... capture_s=<c> apply_s=<a> other_s=<o>
+BENCH_E2E_ROWS ?= 200000
+BENCH_E2E_CHANGES ?= 100000
+bench-e2e: venv mysql-install jars
+	$(PY) benchmarks/e2e.py --rows $(BENCH_E2E_ROWS) --changes $(BENCH_E2E_CHANGES)
 
 # Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
 constraints:

@@ -75,6 +75,10 @@ from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, Windo
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_SECONDS = 5.0
+#: The binlog heartbeat period: a ``data_interval`` window whose transactions have all arrived ends at
+#: the first heartbeat that finds the reader at the end of the binlog (the server's default, 5 s, made
+#: every such capture wait about 5 s), so this is how long such a window waits at most.
+HEARTBEAT_SECONDS = 1.0
 #: How long a window waits for transactions it knows exist (they are in its bound) before failing.
 MISSING_TRANSACTIONS_TIMEOUT_SECONDS = 60.0
 
@@ -645,6 +649,7 @@ def _stream(
         after=start,
         replica_server_id=request.replica_server_id,
         only_tables=request.tables.matches,
+        heartbeat_seconds=HEARTBEAT_SECONDS,
     ) as reader:
         for item in reader:
             if isinstance(item, TransactionStart):
