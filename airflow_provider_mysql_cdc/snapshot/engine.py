@@ -19,6 +19,7 @@ Binlog capture then skips the row events of the chunk's key range whose GTID is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -27,10 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 import pymysql
-import pymysql.cursors
 
 from airflow_provider_mysql_cdc.capture.staging_writer import (
     StagingWriter,
@@ -85,9 +84,9 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     require_server_settings,
     selected_tables,
 )
+from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
 from airflow_provider_mysql_cdc.snapshot.row_reading import (
     SNAPSHOT_SESSION_STATEMENTS,
-    SnapshotRowConverter,
     column_specs_from_information_schema,
     select_expressions,
 )
@@ -682,47 +681,24 @@ def _stream_rows(
     primary_key = tuple(spec.name for spec in specs if spec.primary_key)
     info = SchemaVersionInfo(chunk.database, chunk.table, version, fingerprint, tuple(columns), primary_key)
     schema = arrow_schema(specs)
-    converter = SnapshotRowConverter(specs)
-    table_fields = list(schema)[: len(specs) + 1]  # the table's columns and _cdc_invalid_values
     sql, params = chunk.select_query(expressions=select_expressions(specs))
     rows = 0
     started = last_progress = time.monotonic()
-    cursor = connection.cursor(pymysql.cursors.SSCursor)
     try:
-        cursor.execute(sql, params)
-        while batch := cursor.fetchmany(request.fetch_rows):
-            staged = converter.convert_columns(batch)
-            count = len(batch)
-            arrays = [pa.array(values, type=f.type) for values, f in zip(staged, table_fields, strict=True)]
-            arrays += [
-                pa.array(["r"] * count, pa.string()),
-                pa.nulls(count, pa.string()),
-                pa.array(range(cdc_seq(0, rows), cdc_seq(0, rows + count)), pa.int64()),
-                pa.nulls(count, pa.timestamp("us", tz="UTC")),
-            ]
-            rows += count
-            writer.add_batch(
-                chunk.database,
-                chunk.table,
-                version,
-                schema,
-                pa.RecordBatch.from_arrays(arrays, schema=schema),
-                "r",
-                cdc_seq(0, rows - 1),
-            )
-            now = time.monotonic()
-            if now - last_progress >= PROGRESS_EVERY_SECONDS:
-                log.info(
-                    "chunk %s of %s: %s rows (%.0f rows/s)", chunk.chunk_no, table_name, rows, rows / (now - started)
-                )
-                last_progress = now
+        with contextlib.closing(staged_record_batches(connection, specs, sql, params, request.fetch_rows)) as batches:
+            for batch in batches:
+                rows += batch.num_rows
+                writer.add_batch(chunk.database, chunk.table, version, schema, batch, "r", cdc_seq(0, rows - 1))
+                now = time.monotonic()
+                if now - last_progress >= PROGRESS_EVERY_SECONDS:
+                    rate = rows / (now - started)
+                    log.info("chunk %s of %s: %s rows (%.0f rows/s)", chunk.chunk_no, table_name, rows, rate)
+                    last_progress = now
     except pymysql.err.MySQLError as exc:
         raise MySqlQueryError(
             f"reading chunk {chunk.chunk_no} of {table_name} failed on {source.address}: "
             f"[{error_code(exc)}] {error_text(exc, source)}"
         ) from None
-    finally:
-        cursor.close()
     if rows == 0:
         writer.ensure_file(chunk.database, chunk.table, version, schema)
     return info, rows

@@ -17,6 +17,10 @@ windows, so the two must agree on everything:
   decoder, geometry and VECTOR as their stored bytes, and so on (see :func:`select_expressions`).
 * The snapshot connection must run :data:`SNAPSHOT_SESSION_STATEMENTS` first (``time_zone`` UTC).
 
+The snapshot engine reads the rows with :mod:`~airflow_provider_mysql_cdc.snapshot.fast_reader`
+(raw row packets into Arrow); :class:`SnapshotRowConverter` on PyMySQL's rows is the reference it
+is tested against, and its per-value path for what Arrow does not parse the same way.
+
 One thing ``information_schema`` cannot tell: MySQL keeps ``COLUMN_TYPE`` in ``utf8mb3``, so an
 ENUM/SET label character outside the Basic Multilingual Plane (an emoji in a ``utf8mb4`` ENUM) reads
 as ``?`` there while the binlog has the real character (``SHOW CREATE TABLE`` has the same loss and

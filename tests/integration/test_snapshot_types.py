@@ -6,8 +6,9 @@ created and its rows inserted; then
 * the specs read from ``information_schema`` equal the specs capture builds from the inserts' table
   map (same Arrow schema and ``schema_fingerprint``), and
 * the rows SELECTed with :func:`select_expressions` under :data:`SNAPSHOT_SESSION_STATEMENTS`,
-  converted with :class:`SnapshotRowConverter`, written to Parquet with ``_cdc_op = 'r'`` and read
-  back, equal the rows ``capture_window`` staged for the inserts: every typed value and every
+  converted with :class:`SnapshotRowConverter` (and, the same Arrow table, read by the engine's fast
+  reader :func:`staged_record_batches`), written to Parquet with ``_cdc_op = 'r'`` and read back,
+  equal the rows ``capture_window`` staged for the inserts: every typed value and every
   ``_cdc_invalid_values`` entry.
 """
 
@@ -27,6 +28,7 @@ from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema, schema_fingerprint
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
 from airflow_provider_mysql_cdc.snapshot.row_reading import (
     SNAPSHOT_SESSION_STATEMENTS,
     SnapshotRowConverter,
@@ -113,14 +115,19 @@ def snapshot(
             query(connection, config, statement)
         specs = column_specs_from_information_schema(connection, config, DATABASE, case.name)
         table = f"{quote_identifier(DATABASE)}.{quote_identifier(case.name)}"
-        rows = query(connection, config, f"SELECT {', '.join(select_expressions(specs))} FROM {table} ORDER BY id")
+        sql = f"SELECT {', '.join(select_expressions(specs))} FROM {table} ORDER BY id"
+        rows = query(connection, config, sql)
+        fast = list(staged_record_batches(connection, specs, sql, None, 2))
     converter = SnapshotRowConverter(specs)
     schema = arrow_schema(specs)
     converted = [converter.convert(row) for row in rows]
-    # The column-at-a-time conversion the snapshot engine uses gives the same values.
+    # The column-at-a-time conversion gives the same values.
     assert [tuple(row) for row in zip(*converter.convert_columns(rows), strict=True)] == converted
     staged = [(*values, "r", None, seq, None) for seq, values in enumerate(converted)]
-    pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in staged], schema), path)
+    table_staged = pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in staged], schema)
+    # ... and so does the fast reader the snapshot engine uses (test_snapshot_fast_reader.py: in detail).
+    assert pa.Table.from_batches(fast, schema).equals(table_staged)
+    pq.write_table(table_staged, path)
     back = pq.read_table(path)
     assert back.schema.equals(schema)
     return specs, converted, back.to_pylist()
