@@ -42,13 +42,15 @@ the apply's time went (``stages``): wall seconds of the apply's top-level ``Tabl
 (``_source``: staged files checked and read into a DataFrame; ``_ensure_target``: schema check;
 ``read_state``: table refresh and state; ``_exists``; ``_merge``: the ``MERGE INTO`` and its
 commit), measured by wrapping those methods in this process (the package is not changed); ``other``
-is the rest of ``run_apply``.
+is the rest of ``run_apply``. Inside ``merge`` it also reports ``key_filter``: the Spark job that
+hashes the staged keys for the MERGE's key filter (``KeyFilter`` in ``apply/plan.py``).
 
 ``--write-mode copy-on-write`` and ``--bucket N`` change the target tables after the warm-up (not
 timed): the first sets ``write.{merge,update,delete}.mode`` (the package creates its targets
 merge-on-read), the second adds the partition field ``bucket(N, id)`` and rewrites every data file
-with ``rewrite_data_files`` so the table is laid out by it. They are for comparisons; the default
-run measures the tables as the package creates them.
+with ``rewrite_data_files`` so the table is laid out by it. ``--no-key-filter`` MERGEs without the
+key filter, as the apply did before it had one (every key of the target is shuffled). They are for
+comparisons; the default run measures the tables and the apply as the package creates and runs them.
 
 Spark runs in this process: ``local[2]`` (``--spark-cores``), ``spark.sql.shuffle.partitions`` 4, the
 Iceberg runtime jars from ``scripts/iceberg_jars.py`` on ``spark.jars`` before the JVM starts, a
@@ -60,6 +62,7 @@ Run (starts and afterwards destroys its own local MySQL 9.7 instance ``benchappl
     .venv/bin/python benchmarks/apply.py
     .venv/bin/python benchmarks/apply.py --small-rows 100000 --large-rows 300000 --changes 10000
     .venv/bin/python benchmarks/apply.py --write-mode copy-on-write
+    .venv/bin/python benchmarks/apply.py --no-key-filter
 
 The last line printed is always::
 
@@ -143,6 +146,9 @@ UPDATE_SET = (
 )
 #: The TableApplier methods whose wall time is reported per stage (top-level calls only).
 STAGE_METHODS = ("_source", "_ensure_target", "read_state", "_exists", "_merge")
+#: Parts of a stage reported on their own as well (inside the stage's figure): the key filter's
+#: Spark job (hashes of the change set's keys) runs inside ``_merge``, before the MERGE statement.
+SUB_STAGE_METHODS = ("_key_filter",)
 
 
 # -- the tables and their changes ---------------------------------------------------------------
@@ -401,23 +407,27 @@ def change_layout(spark: SparkSession, target: str, write_mode: str | None, buck
 
 @contextlib.contextmanager
 def stage_clock() -> Iterator[dict[str, float]]:
-    """Wall seconds of the top-level calls of :data:`STAGE_METHODS` on ``TableApplier`` while inside."""
+    """Wall seconds of the top-level calls of :data:`STAGE_METHODS` on ``TableApplier`` while inside,
+    and of the calls of :data:`SUB_STAGE_METHODS` (which are also inside some stage's figure)."""
     from airflow_provider_mysql_cdc.apply.spark_job import TableApplier
 
-    seconds: dict[str, float] = dict.fromkeys(STAGE_METHODS, 0.0)
-    depth = [0]
-    originals = {name: getattr(TableApplier, name) for name in STAGE_METHODS}
+    seconds: dict[str, float] = dict.fromkeys((*STAGE_METHODS, *SUB_STAGE_METHODS), 0.0)
+    depth = {"stage": 0, **dict.fromkeys(SUB_STAGE_METHODS, 0)}
+    names = [name for name in (*STAGE_METHODS, *SUB_STAGE_METHODS) if hasattr(TableApplier, name)]
+    originals = {name: getattr(TableApplier, name) for name in names}
 
     def timed(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        counter = name if name in SUB_STAGE_METHODS else "stage"
+
         @functools.wraps(method)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            depth[0] += 1
+            depth[counter] += 1
             started = time.perf_counter()
             try:
                 return method(*args, **kwargs)
             finally:
-                depth[0] -= 1
-                if depth[0] == 0:
+                depth[counter] -= 1
+                if depth[counter] == 0:
                     seconds[name] += time.perf_counter() - started
 
         return wrapper
@@ -429,6 +439,19 @@ def stage_clock() -> Iterator[dict[str, float]]:
     finally:
         for name, method in originals.items():
             setattr(TableApplier, name, method)
+
+
+@contextlib.contextmanager
+def without_key_filter() -> Iterator[None]:
+    """MERGE without the key filter while inside (``--no-key-filter``)."""
+    from airflow_provider_mysql_cdc.apply.spark_job import TableApplier
+
+    original = TableApplier._key_filter
+    TableApplier._key_filter = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        TableApplier._key_filter = original  # type: ignore[method-assign]
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -445,6 +468,7 @@ class Options:
     driver_memory: str
     write_mode: str | None
     bucket: int | None
+    key_filter: bool
     rounds: int
 
 
@@ -524,8 +548,10 @@ def timed_apply(spark: SparkSession, server: Server, pipeline: Pipeline, keys: K
         f"data_files_before={before.get('total-data-files')} delete_files_before={before.get('total-delete-files')}",
         flush=True,
     )
-    stage_text = " ".join(f"{name.lstrip('_')}={s:.3f}" for name, s in stages.items())
-    print(f"  stages {stage_text} other={seconds - sum(stages.values()):.3f}", flush=True)
+    stage_text = " ".join(f"{name.lstrip('_')}={stages[name]:.3f}" for name in STAGE_METHODS)
+    sub_text = " ".join(f"{name.lstrip('_')}={stages[name]:.3f}" for name in SUB_STAGE_METHODS)
+    other = seconds - sum(stages[name] for name in STAGE_METHODS)
+    print(f"  stages {stage_text} other={other:.3f} (inside merge: {sub_text})", flush=True)
     figures = " ".join(f"{key}={commit.get(key, 0)}" for key in COMMIT_FIGURES)
     print(f"  commit operation={commit['operation']} {figures}", flush=True)
     print(
@@ -543,13 +569,15 @@ def benchmark(server: Server, options: Options) -> str:
     print(f"server: {server.description}, MySQL {execute(server.admin, 'SELECT VERSION()')[0][0]}", flush=True)
     rng = random.Random(options.seed + 1)
     timings: dict[str, list[float]] = {"small": [], "large": []}
-    with tempfile.TemporaryDirectory(prefix="bench-apply-") as scratch_dir:
+    with tempfile.TemporaryDirectory(prefix="bench-apply-") as scratch_dir, contextlib.ExitStack() as stack:
         scratch = Path(scratch_dir)
         keys, pipelines = prepare(server, options, scratch)
         seconds = make_changes(server.admin, list(keys.values()), options.warmup_changes, rng)
         print(f"warm-up changes per_table={options.warmup_changes} seconds={seconds:.1f}", flush=True)
         spark = spark_session(scratch, options.spark_cores, options.driver_memory)
         try:
+            if not options.key_filter:
+                stack.enter_context(without_key_filter())
             warm_up(spark, server, options, pipelines)
             for round_no in range(options.rounds):
                 window_id = round_no + 2
@@ -605,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
         "--write-mode", choices=("merge-on-read", "copy-on-write"), help="set on the targets after the warm-up"
     )
     parser.add_argument("--bucket", type=int, help="partition the targets by bucket(N, id) after the warm-up")
+    parser.add_argument(
+        "--no-key-filter",
+        dest="key_filter",
+        action="store_false",
+        help="MERGE without the key filter (as the apply did before it had one), for comparisons",
+    )
     args = parser.parse_args(argv)
     for name in ("small_rows", "large_rows", "changes", "warmup_changes", "spark_cores", "rounds"):
         if getattr(args, name) < 1:
@@ -621,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         driver_memory=args.driver_memory,
         write_mode=args.write_mode,
         bucket=args.bucket,
+        key_filter=args.key_filter,
         rounds=args.rounds,
     )
     return int(

@@ -16,8 +16,9 @@ that the table does not have yet, before the first requested window, is a gap an
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_provider_mysql_cdc.core.staging import (
@@ -369,3 +370,101 @@ def plan_schema_changes(
     if drop_missing:
         changes += [SchemaChange("drop", name) for key, (name, _) in target_types.items() if key not in source_names]
     return changes
+
+
+#: Key column types (Spark SQL type text) of which equal values always hash equal: both sides of the
+#: MERGE's ``t.k = s.k`` have the target's type, and for these it holds exactly when the values'
+#: binary forms are equal. Not FLOAT/DOUBLE: ``0.0 = -0.0`` holds but the two hash differently.
+KEY_FILTER_TYPES = frozenset(
+    {"tinyint", "smallint", "int", "bigint", "string", "binary", "boolean", "date", "timestamp", "timestamp_ntz"}
+)
+#: Bits of a key filter per distinct key of the change set, at least (one hash function: at most
+#: about 6% of the target's other keys pass it, 1 - e^(-1/16)).
+KEY_FILTER_BITS_PER_KEY = 16
+#: The largest key filter, in bits (32,768 numbers in the statement's parameter).
+KEY_FILTER_MAX_BITS = 1 << 21
+#: Change sets with more distinct keys than this MERGE without a key filter.
+KEY_FILTER_MAX_KEYS = KEY_FILTER_MAX_BITS // KEY_FILTER_BITS_PER_KEY
+#: Steps with more staged rows than this MERGE without a key filter, without counting their keys (the
+#: hashes of every staged row's keys reach the driver, to count the distinct ones there).
+KEY_FILTER_MAX_ROWS = 2 * KEY_FILTER_MAX_KEYS
+#: Targets with fewer rows than this MERGE without a key filter: shuffling all their keys costs about
+#: what building the filter does (a Spark job over the staged keys).
+KEY_FILTER_MIN_TARGET_ROWS = 100_000
+#: ... and targets with fewer than this many rows per staged row (most of their keys would pass it).
+KEY_FILTER_MIN_TARGET_RATIO = 4
+_KEY_FILTER_MIN_BITS = 1 << 10
+
+
+def key_filter_pays_off(target_rows: int, changed_rows: int) -> bool:
+    """Whether a MERGE of ``changed_rows`` staged rows into a target of ``target_rows`` rows (data file
+    records, deleted ones included) is worth a :class:`KeyFilter`: the target is large, several times
+    larger than the change set, and the change set is small enough to count its keys."""
+    return (
+        target_rows >= KEY_FILTER_MIN_TARGET_ROWS
+        and target_rows >= KEY_FILTER_MIN_TARGET_RATIO * changed_rows
+        and changed_rows <= KEY_FILTER_MAX_ROWS
+    )
+
+
+def key_filter_applies(key_types: Sequence[str]) -> bool:
+    """Whether a MERGE on keys of these (target) types can take a :class:`KeyFilter`."""
+    return bool(key_types) and all(t in KEY_FILTER_TYPES or _DECIMAL.fullmatch(t) for t in key_types)
+
+
+@dataclass(frozen=True)
+class KeyFilter:
+    """A condition on the target's keys that every key of the change set satisfies.
+
+    A MERGE with ``WHEN NOT MATCHED ... INSERT`` joins the target to the change set by an outer join that
+    keeps every change, so Spark cannot broadcast the change set: it shuffles every key of the target to
+    find the few that match. Added to the MERGE's ON clause, this condition changes nothing (``t.k =
+    s.k`` implies it), but it refers to the target alone, so Spark applies it while it scans the target
+    and shuffles only the rows that pass it: the matching ones and at most about 1 in 16 of the others.
+
+    It is a Bloom filter with one hash function in plain Spark SQL: bit ``xxhash64(keys) & (bits - 1)``
+    of an array of BIGINTs, set for the hash of every key of the change set. Spark computes those hashes
+    over the change set's keys cast to the target's types, so both sides hash the same values of the
+    same types. The array reaches the statement as a named parameter (a JSON text that Spark turns into
+    an array literal once), not as text that Spark's parser would have to read.
+    """
+
+    #: Size of the filter in bits: a power of two, at least 64.
+    bits: int
+    #: The bits, 64 a number (bit ``i`` is bit ``i % 64`` of ``words[i // 64]``), as signed BIGINTs.
+    words: tuple[int, ...]
+
+    #: Name of the statement parameter that carries :meth:`parameter`.
+    PARAMETER = "cdc_key_filter"
+
+    @classmethod
+    def of_hashes(cls, hashes: Collection[int]) -> KeyFilter | None:
+        """The filter of a change set's distinct key hashes (Spark's ``xxhash64`` of the key columns);
+        None when there are none, or more than :data:`KEY_FILTER_MAX_KEYS`."""
+        if not hashes or len(hashes) > KEY_FILTER_MAX_KEYS:
+            return None
+        bits = _KEY_FILTER_MIN_BITS
+        while bits < len(hashes) * KEY_FILTER_BITS_PER_KEY:
+            bits *= 2
+        words = [0] * (bits // 64)
+        for value in hashes:
+            bit = value & (bits - 1)  # Python's & of a negative int is the two's complement, as Spark's
+            words[bit >> 6] |= 1 << (bit & 63)
+        return cls(bits, tuple(word - (1 << 64) if word >> 63 else word for word in words))
+
+    def condition(self, alias: str, keys: Sequence[str]) -> str:
+        """The Spark SQL condition on ``alias``'s key columns (needs :meth:`parameter` as
+        :attr:`PARAMETER`)."""
+        hashed = f"xxhash64({', '.join(f'{alias}.{quote(k)}' for k in keys)})"
+        words = f"from_json(:{self.PARAMETER}, 'array<bigint>')"
+        word = f"element_at({words}, CAST(shiftright({hashed} & {self.bits - 1}, 6) AS INT) + 1)"
+        return f"shiftright({word}, CAST({hashed} & 63 AS INT)) & 1 = 1"
+
+    def parameter(self) -> str:
+        """The value of the statement parameter :attr:`PARAMETER`: the words as a JSON array."""
+        return json.dumps(self.words, separators=(",", ":"))
+
+    def might_contain(self, hash_value: int) -> bool:
+        """Whether a key of this ``xxhash64`` passes the filter (what :meth:`condition` computes)."""
+        bit = hash_value & (self.bits - 1)
+        return bool((self.words[bit >> 6] >> (bit & 63)) & 1)

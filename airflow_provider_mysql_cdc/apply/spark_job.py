@@ -4,8 +4,10 @@ Run by ``spark_apps/apply_changes.py`` (spark-submit); no Airflow import. For ea
 requested windows: read its applied state from the Iceberg table (:mod:`.plan`), evolve the schema,
 then one ``MERGE INTO`` per step (snapshot chunk batch or window) whose commit carries the new state
 as snapshot summary properties. Every target is created merge-on-read, so a MERGE writes position
-deletes and new rows for the changed keys and leaves the table's other data files alone (it still
-scans and shuffles the target's key column to find the matches).
+deletes and new rows for the changed keys and leaves the table's other data files alone. It still
+scans the target's key column to find the matches, but shuffles only the rows that pass a
+:class:`~airflow_provider_mysql_cdc.apply.plan.KeyFilter` of the change set's keys (a Bloom filter
+in the ON clause, built by a small Spark job over the staged keys before the MERGE).
 
 Exactly once without a lock: the Iceberg table object is pinned when the state is read (the catalog's
 table cache is refreshed first and does not expire during the job), the MERGE scans that same table
@@ -32,9 +34,12 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_mysql_cdc.apply.plan import (
     AppliedState,
     ApplyWindow,
+    KeyFilter,
     LoadSnapshotChunks,
     TableStep,
     UnsupportedSchemaChangeError,
+    key_filter_applies,
+    key_filter_pays_off,
     plan_schema_changes,
     plan_table,
     quote,
@@ -60,7 +65,7 @@ from airflow_provider_mysql_cdc.core.staging import (
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError, TransientCdcError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 
@@ -227,8 +232,9 @@ class TableApplier:
             "in MySQL, or snapshot it with key_columns (the apply then merges on those columns)"
         )
 
-    def _source(self, step: TableStep) -> tuple[DataFrame, list[str], list[StagedFile]]:
-        """The step's rows (one per key: the last change), the key columns and the staged files."""
+    def _source(self, step: TableStep) -> tuple[DataFrame, list[str], list[StagedFile], DataFrame | None]:
+        """The step's rows (one per key: the last change), the key columns, the staged files and the staged
+        rows as read (every change, none before a TRUNCATE; None when there are none)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -242,14 +248,15 @@ class TableApplier:
                     f"{self.target} does not exist; if the table was dropped in MySQL, exclude it from the pipeline"
                 )
             empty = self.spark.table(self.target).limit(0).withColumn(OP_COLUMN, F.lit("d"))
-            return empty, keys, []
+            return empty, keys, [], None
+        if isinstance(step, ApplyWindow) and step.truncate_seq is not None:
+            frame = frame.where(F.col("_cdc_seq") > F.lit(step.truncate_seq))
+        changes = frame
         if isinstance(step, ApplyWindow):
-            if step.truncate_seq is not None:
-                frame = frame.where(F.col("_cdc_seq") > F.lit(step.truncate_seq))
             latest = Window.partitionBy(*[F.col(quote(k)) for k in keys]).orderBy(F.col("_cdc_seq").desc())
             frame = frame.withColumn("__cdc_rank", F.row_number().over(latest)).where("__cdc_rank = 1")
             frame = frame.drop("__cdc_rank")
-        return frame, keys, [f for _, f in files]
+        return frame, keys, [f for _, f in files], changes
 
     def _read_versions(self, files: Sequence[tuple[str, StagedFile]]) -> DataFrame | None:
         """The rows of staged files of any schema versions, unioned by column name (a column missing from a
@@ -275,6 +282,12 @@ class TableApplier:
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
         return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
+
+    def _target_rows(self) -> int:
+        """Records in the data files of the target's current snapshot (deleted rows included), as the
+        catalog's cached (pinned) table has it; 0 before its first commit."""
+        snapshot = self._iceberg_table().currentSnapshot()
+        return 0 if snapshot is None else int(dict(snapshot.summary()).get("total-records", 0))
 
     def _exists(self, name: str) -> bool:
         try:
@@ -353,24 +366,47 @@ class TableApplier:
             )
         return f"in {where}. The table is stopped, the other tables go on: drop the target and re-snapshot the table"
 
-    def _merge(self, step: TableStep, source: DataFrame, keys: list[str], properties: dict[str, str]) -> None:
+    def _merge(
+        self,
+        step: TableStep,
+        source: DataFrame,
+        keys: list[str],
+        properties: dict[str, str],
+        changes: DataFrame | None = None,
+        changed_rows: int = 0,
+    ) -> None:
+        """MERGE ``source`` (one row per key) into the target in one commit carrying ``properties``.
+        ``changes`` (``changed_rows`` rows, the staged rows ``source`` keeps the last change per key of)
+        gives the keys of a :class:`KeyFilter`."""
         from pyspark.sql import functions as F
 
         target_columns = self._columns(self.target)
         source_names = {f.name.lower(): f.name for f in source.schema.fields}
-        projected = [
-            (F.col(quote(source_names[c.lower()])) if c.lower() in source_names else F.lit(None)).cast(t).alias(c)
-            for c, t in target_columns
-        ]
-        view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
-        source.select(*projected, F.col(OP_COLUMN)).createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
-        updates = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c, _ in target_columns)
-        names = ", ".join(quote(c) for c, _ in target_columns)
-        values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
+
+        def projected(column: str, type_text: str) -> Column:
+            """A staged column as the target's column of type ``type_text`` (NULL when not staged)."""
+            name = source_names.get(column.lower())
+            return (F.lit(None) if name is None else F.col(quote(name))).cast(type_text).alias(column)
+
         replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
             isinstance(step, ApplyWindow) and step.truncate_seq is not None
         )
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+        args: dict[str, Any] = {}
+        # With NOT MATCHED BY SOURCE the join is a full outer join: every target row takes part anyway.
+        if changes is not None and not replace_rest and key_filter_pays_off(self._target_rows(), changed_rows):
+            types = {c.lower(): t for c, t in target_columns}
+            key_types = [types.get(k.lower(), "") for k in keys]
+            if key_filter_applies(key_types) and all(k.lower() in source_names for k in keys):
+                key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
+                key_filter = self._key_filter(changes.select(*key_columns))
+                if key_filter is not None:
+                    on += " AND " + key_filter.condition("t", keys)
+                    args[KeyFilter.PARAMETER] = key_filter.parameter()
+        updates = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c, _ in target_columns)
+        names = ", ".join(quote(c) for c, _ in target_columns)
+        values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
+        view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
         statement = (
             f"MERGE INTO {self.target} t USING {view} s ON {on} "
             f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
@@ -378,21 +414,31 @@ class TableApplier:
             f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd' THEN INSERT ({names}) VALUES ({values})"
             + (" WHEN NOT MATCHED BY SOURCE THEN DELETE" if replace_rest else "")
         )
+        source.select(*[projected(c, t) for c, t in target_columns], F.col(OP_COLUMN)).createOrReplaceTempView(view)
         try:
-            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement))
+            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement, args=args or None))
         finally:
             self.spark.catalog.dropTempView(view)
+
+    def _key_filter(self, keys: DataFrame) -> KeyFilter | None:
+        """The :class:`KeyFilter` of ``keys`` (the key columns of every staged change, as the target's
+        types; at most :data:`KEY_FILTER_MAX_ROWS` rows), or None when they hold more than
+        :data:`KEY_FILTER_MAX_KEYS` distinct keys."""
+        from pyspark.sql import functions as F
+
+        hashes = keys.select(F.xxhash64(*[F.col(quote(c)) for c in keys.columns]))
+        return KeyFilter.of_hashes({int(row[0]) for row in hashes.collect()})  # one stage: no shuffle
 
     # -- steps --------------------------------------------------------------------------------------
 
     def run_step(self, step: TableStep) -> None:
         """Evolve the schema, check the state is still ``step.before``, then MERGE with ``step.after``."""
-        source, keys, files = self._source(step)
+        source, keys, files, changes = self._source(step)
         self._ensure_target(self.target, source, changelog=False, step=step)
         state = self.read_state()
         if (state or AppliedState(self.config.pipeline)) != step.before:
             raise _StaleState(f"{self.target} moved to {state} while {step.describe()} was prepared")
-        self._merge(step, source, keys, step.after.to_summary())
+        self._merge(step, source, keys, step.after.to_summary(), changes, sum(f.rows for f in files))
         for staged in files:  # staged rows by op (before keeping the last change per key)
             for op, count in staged.op_counts.items():
                 if count:

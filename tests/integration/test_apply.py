@@ -398,3 +398,223 @@ def test_a_corrupt_staged_file_stops_the_table_before_its_merge(
     assert "missing, truncated or changed" in report["tables"][f"{db}.customers"]["error"]
     state = AppliedState.from_summary(cdc_commits(spark, f"{CATALOG}.{db}.customers")[-1], "customers")
     assert state is not None and state.window_id == 0  # the snapshot is in, window 1 is not
+
+
+# -- the key filter (a Bloom filter on the target's keys in the MERGE's ON clause) -----------------
+
+KEY_TABLES = {
+    # table: (columns, key columns, SQL of row n's key values)
+    "str_key": ("k VARCHAR(20) COLLATE utf8mb4_bin NOT NULL, v INT", ("k",), "CONCAT('k-', {n}, '-ключ')"),
+    "multi_key": (
+        "a BIGINT NOT NULL, b VARCHAR(10) NOT NULL, c DATE NOT NULL, v INT",
+        ("a", "b", "c"),
+        "-{n} * 4294967311, CONCAT('b', {n} % 7), DATE('2000-01-01') + INTERVAL {n} DAY",
+    ),
+    "mixed_key": (
+        "d DECIMAL(20,4) NOT NULL, t DATETIME(6) NOT NULL, r VARBINARY(16) NOT NULL, v INT",
+        ("d", "t", "r"),
+        "({n} - 150) * 1234567.8901, TIMESTAMP('1970-01-01') + INTERVAL {n} * 3607 SECOND, "
+        "UNHEX(LPAD(HEX({n} * 2654435761), 16, 'F'))",
+    ),
+    "widened_key": ("k INT NOT NULL, v INT", ("k",), "{n} * 7 - 1000"),
+    "double_key": ("k DOUBLE NOT NULL, v INT", ("k",), "{n} / 8 - 10"),
+    "no_pk": ("k BIGINT NOT NULL, v INT", ("k",), "{n} * 1000003"),  # key_columns, no primary key
+}
+
+
+def allow_key_filters_on_small_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test tables are small: let their MERGEs take a key filter all the same."""
+    from airflow_provider_mysql_cdc.apply import plan
+
+    monkeypatch.setattr(plan, "KEY_FILTER_MIN_TARGET_ROWS", 0)
+    monkeypatch.setattr(plan, "KEY_FILTER_MIN_TARGET_RATIO", 0)
+
+
+def _key_values(table: str, n: int) -> str:
+    """The SQL values of row ``n``'s key columns."""
+    return KEY_TABLES[table][2].format(n=n)
+
+
+def _key_is(table: str, n: int) -> str:
+    """``WHERE`` row ``n``'s key."""
+    return f"WHERE ({', '.join(KEY_TABLES[table][1])}) = ({_key_values(table, n)})"
+
+
+def _key_tables(server: MySqlTestServer, db: str, rows: int) -> None:
+    statements = [f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}"]
+    for table, (columns, keys, _) in KEY_TABLES.items():
+        primary_key = "" if table == "no_pk" else f", PRIMARY KEY ({', '.join(keys)})"
+        statements.append(f"CREATE TABLE {db}.{table} ({columns}{primary_key})")
+        statements.append(
+            f"INSERT INTO {db}.{table} ({', '.join(keys)}, v) VALUES "
+            + ", ".join(f"({_key_values(table, n)}, {n})" for n in range(rows))
+        )
+    server.execute(*statements)
+
+
+def _key_table_changes(db: str, table: str, first_new: int) -> list[str]:
+    """Updates of every third row, deletes, inserts, a key deleted then inserted again, a key moved to
+    a new value, one key changed many times: all in one window."""
+    keys = KEY_TABLES[table][1]
+    names = ", ".join(keys)
+    moved = f"{keys[0]} = -1" if len(keys) > 1 else f"{keys[0]} = {_key_values(table, first_new + 100)}"
+    return [
+        f"UPDATE {db}.{table} SET v = v + 1000 WHERE v % 3 = 0",
+        f"DELETE FROM {db}.{table} WHERE v % 11 = 1",
+        *(
+            f"INSERT INTO {db}.{table} ({names}, v) VALUES ({_key_values(table, n)}, {n})"
+            for n in range(first_new, first_new + 20)
+        ),
+        f"DELETE FROM {db}.{table} {_key_is(table, 2)}",
+        f"INSERT INTO {db}.{table} ({names}, v) VALUES ({_key_values(table, 2)}, -2)",
+        # (The capture stages a moved key_columns key of a table without a primary key as an update of
+        # the new key only: the old row would stay, with or without a key filter.)
+        *([] if table == "no_pk" else [f"UPDATE {db}.{table} SET {moved} {_key_is(table, 4)}"]),
+        *(f"UPDATE {db}.{table} SET v = {-i} {_key_is(table, 5)}" for i in range(10)),
+    ]
+
+
+def test_the_key_filter_keeps_every_match_of_every_key_type(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """String, composite (BIGINT, VARCHAR, DATE and DECIMAL, DATETIME, VARBINARY), widened INT->BIGINT
+    and snapshot key_columns keys: each window's MERGE carries a key filter built from the staged keys
+    (cast to the target's types), and every target equals MySQL after each window; a key the filter
+    missed would leave a deleted row behind and turn an update into a second row of the key. DOUBLE
+    keys get no filter."""
+    db = "apply_keys"
+    _key_tables(mysql_server, db, rows=300)
+    pipeline = SnapshotPipeline(
+        mysql_server, tmp_path, db, TableSelection.of(f"{db}.*"), key_columns={f"{db}.no_pk": ["k"]}
+    )
+    pipeline.snapshot("run-1")
+    allow_key_filters_on_small_tables(monkeypatch)
+    filters: list[tuple[str, int | None]] = []
+    real_key_filter = TableApplier._key_filter
+
+    def recording_key_filter(self: TableApplier, keys: Any) -> Any:
+        found = real_key_filter(self, keys)
+        filters.append((self.table_name.split(".")[1], None if found is None else found.bits))
+        return found
+
+    monkeypatch.setattr(TableApplier, "_key_filter", recording_key_filter)
+
+    def check(table: str) -> None:
+        columns = [*KEY_TABLES[table][1], "v"]
+        assert iceberg_rows(spark, f"{CATALOG}.{db}.{table}", columns) == mysql_rows(
+            mysql_server, f"{db}.{table}", columns
+        ), table
+
+    mysql_server.execute(*[s for table in KEY_TABLES for s in _key_table_changes(db, table, 1000)])
+    assert pipeline.capture("run-1").window_id == 1
+    apply(spark, pipeline, 1)
+    for table in KEY_TABLES:
+        check(table)
+    filtered = {table for table, bits in filters if bits}
+    assert filtered == set(KEY_TABLES) - {"double_key"}, filters
+
+    # Window 2: the INT key becomes BIGINT, with changes before and after the DDL (the staged key
+    # columns are INT and BIGINT; the target is widened to BIGINT before the MERGE).
+    filters.clear()
+    mysql_server.execute(
+        f"UPDATE {db}.widened_key SET v = v + 1 WHERE v % 5 = 0",
+        f"ALTER TABLE {db}.widened_key MODIFY k BIGINT NOT NULL",
+        f"UPDATE {db}.widened_key SET v = v + 1 WHERE v % 7 = 0",
+        f"INSERT INTO {db}.widened_key VALUES (5000000000, 1), (-5000000000, 2)",
+        f"UPDATE {db}.widened_key SET k = 6000000000 WHERE k = {_key_values('widened_key', 6)}",
+        f"DELETE FROM {db}.widened_key WHERE v % 13 = 3",
+    )
+    assert pipeline.capture("run-2").window_id == 2
+    report = apply(spark, pipeline, 2)
+    assert any("`k` TYPE bigint" in s for s in report["tables"][f"{db}.widened_key"]["schema_changes"])
+    assert filters and all(bits for _, bits in filters), filters
+    check("widened_key")
+
+
+def test_a_key_filter_that_missed_keys_would_break_the_table(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The filter decides which target rows the MERGE can match: one built from other keys' hashes
+    leaves deleted rows behind and writes updated keys a second time (what the test above would catch,
+    were the filter wrong). A small target gets no filter at all."""
+    from airflow_provider_mysql_cdc.apply import plan
+
+    db = "apply_bad_filter"
+    _create_shop(mysql_server, db)
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, db, TableSelection.of(f"{db}.customers"))
+    pipeline.snapshot("run-1")
+    real_of_hashes = plan.KeyFilter.of_hashes.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        plan.KeyFilter, "of_hashes", classmethod(lambda cls, hashes: real_of_hashes(cls, {h + 1 for h in hashes}))
+    )
+    target = f"{CATALOG}.{db}.customers"
+
+    # 300 rows: below KEY_FILTER_MIN_TARGET_ROWS, so the wrong filter is never built.
+    mysql_server.execute(f"UPDATE {db}.customers SET name = 'updated' WHERE id <= 10")
+    pipeline.capture("run-1")
+    apply(spark, pipeline, 1)
+    assert iceberg_rows(spark, target, CUSTOMER_COLUMNS) == mysql_rows(
+        mysql_server, f"{db}.customers", CUSTOMER_COLUMNS
+    )
+
+    allow_key_filters_on_small_tables(monkeypatch)
+    mysql_server.execute(
+        f"UPDATE {db}.customers SET name = 'updated again' WHERE id <= 100",
+        f"DELETE FROM {db}.customers WHERE id > 250",
+    )
+    pipeline.capture("run-2")
+    apply(spark, pipeline, 2)
+    rows = spark.sql(f"SELECT COUNT(*), COUNT(DISTINCT id), SUM(CAST(id > 250 AS INT)) FROM {target}").collect()[0]
+    assert rows[0] > rows[1] and rows[2] > 0, rows  # keys written twice, deleted keys still there
+
+
+def _check_key_filter_condition(spark: SparkSession, frame: Any, key_sets: list[list[str]]) -> None:
+    """Filters of the hashes of every tenth row (``n % 10 = 0``) of ``frame``, one per key set, evaluated
+    by Spark over every row."""
+    from pyspark.sql import functions as F
+
+    from airflow_provider_mysql_cdc.apply.plan import KeyFilter
+
+    for key_set in key_sets:
+        hashed = F.xxhash64(*[F.col(k) for k in key_set])
+        members = {int(row[0]) for row in frame.where(F.col("n") % 10 == 0).select(hashed).collect()}
+        key_filter = KeyFilter.of_hashes(members)
+        assert key_filter is not None
+        frame.createOrReplaceTempView("key_filter_rows")
+        result = spark.sql(
+            f"SELECT n, xxhash64({', '.join(key_set)}) AS h, {key_filter.condition('r', key_set)} AS passes "
+            "FROM key_filter_rows r",
+            args={KeyFilter.PARAMETER: key_filter.parameter()},
+        )
+        assert "from_json" not in result._jdf.queryExecution().executedPlan().toString()
+        rows = result.collect()
+        assert all(row.passes == key_filter.might_contain(row.h) for row in rows)
+        assert all(row.passes for row in rows if row.n % 10 == 0)
+        assert sum(row.passes for row in rows) < len(rows) / 4, key_set  # and most of the others do not
+
+
+@pytest.mark.parametrize("ansi", ["false", "true"])
+def test_the_key_filter_condition_in_spark_computes_the_bits_of_its_filter(spark: SparkSession, ansi: str) -> None:
+    """Spark's evaluation of :meth:`KeyFilter.condition` over keys of every eligible type (negative
+    hashes included) is the filter's own bit test, with and without ANSI SQL mode; every key the filter
+    was built from passes; the JSON parameter is read once into a literal (no ``from_json`` left in the
+    executed plan)."""
+    from pyspark.sql import functions as F
+
+    frame = spark.range(0, 20_000).select(
+        F.col("id").alias("n"),
+        (F.col("id") * 2654435761 - 10**13).alias("big"),
+        F.concat(F.lit("ключ-"), F.col("id").cast("string")).alias("text"),
+        (F.col("id") / 7 - 1000).cast("decimal(20,4)").alias("amount"),
+        F.timestamp_seconds(F.col("id") * 3607 - 10**9).alias("at"),
+        F.date_add(F.lit("1001-01-01").cast("date"), F.col("id").cast("int")).alias("day"),
+        F.unhex(F.hex(F.col("id") * 48271)).alias("raw"),
+        (F.col("id") % 2 == 0).alias("flag"),
+    )
+    keys = ["big", "text", "amount", "at", "day", "raw", "flag"]
+    previous = str(spark.conf.get("spark.sql.ansi.enabled", "false"))
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        _check_key_filter_condition(spark, frame, [["n"], ["text"], keys])
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", previous)
