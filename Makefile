@@ -15,7 +15,7 @@ help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | constraints | clean"
+	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-e2e | constraints | clean"
 
 venv: $(VENV)/.installed
 
