@@ -40,12 +40,12 @@ from pymysqlreplication.constants.BINLOG import (
 )
 
 from airflow_provider_mysql_cdc.capture.row_decoding import (
-    _DIG2BYTES,
     _EPOCH,
     _VALUE_READERS,
     InvalidValue,
     _converter,
     _datetime_or_invalid,
+    decimal_groups,
 )
 from airflow_provider_mysql_cdc.core.types import DECIMAL128_MAX_PRECISION, ColumnSpec
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
@@ -159,13 +159,7 @@ class _Source:
 
 def _decimal_lines(source: _Source, column: Any, var: str) -> list[str]:
     precision, scale = int(column.precision), int(column.decimals)
-    integral = precision - scale
-    groups = (
-        [(_DIG2BYTES[integral % 9], integral % 9)]
-        + [(4, 9)] * (integral // 9)
-        + [(4, 9)] * (scale // 9)
-        + [(_DIG2BYTES[scale % 9], scale % 9)]
-    )
+    groups = decimal_groups(precision, scale)
     size = sum(bytes_ for bytes_, _ in groups)
     top = 1 << (8 * size - 1)
     flip = (1 << (8 * size)) - 1

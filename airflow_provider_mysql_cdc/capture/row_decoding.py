@@ -354,16 +354,23 @@ def json_binary_to_text(data: bytes) -> str:
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 
 
-def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
-    """MySQL's binary DECIMAL(precision, scale) (``bin2decimal``): 9 digits per 4 bytes, big-endian,
-    sign in the first bit, negative numbers bit-inverted."""
+def decimal_groups(precision: int, scale: int) -> list[tuple[int, int]]:
+    """(bytes, digits) of each digit group of a binary DECIMAL(precision, scale), most significant first:
+    the leading partial integral group, whole 9-digit groups, then the trailing partial fraction group."""
     integral = precision - scale
-    sizes = (
+    return (
         [(_DIG2BYTES[integral % 9], integral % 9)]
         + [(4, 9)] * (integral // 9)
         + [(4, 9)] * (scale // 9)
         + [(_DIG2BYTES[scale % 9], scale % 9)]
     )
+
+
+def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
+    """MySQL's binary DECIMAL(precision, scale) (``bin2decimal``): 9 digits per 4 bytes, big-endian,
+    sign in the first bit, negative numbers bit-inverted."""
+    integral = precision - scale
+    sizes = decimal_groups(precision, scale)
     data = bytearray(raw[: sum(size for size, _ in sizes)])
     negative = not data[0] & 0x80
     data[0] ^= 0x80
