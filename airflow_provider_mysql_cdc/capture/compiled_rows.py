@@ -100,8 +100,8 @@ class CompiledRowDecoder:
         return images
 
 
-def row_images(event: Any) -> tuple[bytes, int, int, bool] | None:
-    """``(data, start, end, is_update)``: where a library row event's unread row images are, or None
+def row_images(event: Any) -> tuple[bytes, int, int] | None:
+    """``(data, start, end)``: where a library row event's unread row images are, or None
     when the compiled decoder must not read them (see the module docstring)."""
     if event.event_type not in _PLAIN_ROW_EVENTS or not getattr(event, "complete", False):
         return None
@@ -122,7 +122,7 @@ def row_images(event: Any) -> tuple[bytes, int, int, bool] | None:
     end = start + int(event.event_size) - int(wrapper.read_bytes)
     if end > len(data):
         return None
-    return data, start, end, is_update
+    return data, start, end
 
 
 # -- code generation ------------------------------------------------------------------------------

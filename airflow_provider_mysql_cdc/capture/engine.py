@@ -287,8 +287,7 @@ class _WindowReader:
         image): by the table version's compiled decoder, or by the library where it cannot read them."""
         found = row_images(item.event)
         if found is not None:
-            data, start, end, _ = found
-            return version.decoder.images(data, start, end, f"{item.database}.{item.table}")
+            return version.decoder.images(*found, f"{item.database}.{item.table}")
         convert = version.converter.convert
         if item.kind == "update":
             return [convert(row[image]) for row in decoded_rows(item.event) for image in _UPDATE_IMAGES]

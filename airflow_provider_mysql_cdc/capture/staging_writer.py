@@ -236,9 +236,7 @@ class StagingWriter:
         for column, value in zip(staged.columns, values, strict=True):
             column.append(value)
         staged.counter.add(op, seq)
-        self._buffered_rows += 1
-        if self._buffered_rows >= self.row_group_rows:
-            self._flush(max(self._files.values(), key=_OpenFile.buffered_rows))
+        self._buffered(1)
 
     def add_images(
         self,
@@ -269,6 +267,11 @@ class StagingWriter:
         columns[width + 2].extend(range(first_seq, first_seq + count))
         columns[width + 3].extend([commit_ts] * count)
         staged.counter.add(op, first_seq + count - 1, count)
+        self._buffered(count)
+
+    def _buffered(self, count: int) -> None:
+        """Count ``count`` rows just buffered; past ``row_group_rows`` rows in memory, the file holding the
+        most writes them as a row group."""
         self._buffered_rows += count
         if self._buffered_rows >= self.row_group_rows:
             self._flush(max(self._files.values(), key=_OpenFile.buffered_rows))

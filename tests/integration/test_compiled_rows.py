@@ -61,7 +61,7 @@ def test_compiled_decoder_equals_the_library_path(mysql_server: MySqlTestServer,
         decoder = compile_row_decoder(event.table_map[event.table_id].columns, specs)
         found = row_images(event)
         assert found is not None, f"{type(event).__name__} was not handed to the compiled decoder"
-        data, begin, end, _ = found
+        data, begin, end = found
         compiled = decoder.images(data, begin, end, case.name)
         library = _library_images(event, RowConverter(specs))
         assert [_typed(image) for image in compiled] == [_typed(image) for image in library]
@@ -92,7 +92,7 @@ def test_invalid_dates_reach_the_invalid_values_map(mysql_server: MySqlTestServe
         specs = column_specs_from_table_map(event)
         found = row_images(event)
         assert found is not None
-        compiled += compile_row_decoder(event.table_map[event.table_id].columns, specs).images(*found[:3], "dates")
+        compiled += compile_row_decoder(event.table_map[event.table_id].columns, specs).images(*found, "dates")
     assert [image[0] for image in compiled] == [1, 2]
     assert compiled[0][1:4] == (None, None, None)
     assert compiled[0][4] == {"d": "0000-00-00", "t": "2024-00-15 01:02:03.456", "s": "0000-00-00 00:00:00.00"}
@@ -117,9 +117,9 @@ def test_images_that_do_not_fit_the_table_map_are_an_error(mysql_server: MySqlTe
     columns = event.table_map[event.table_id].columns
     found = row_images(event)
     assert found is not None
-    good = compile_row_decoder(columns, specs).images(*found[:3], "narrow")
+    good = compile_row_decoder(columns, specs).images(*found, "narrow")
     assert [image[:3] for image in good] == [(1, "abc", 7), (2, "defgh", 8)]
     # The same images read as if b came before a: the bytes no longer add up.
     shuffled = compile_row_decoder([columns[0], columns[2], columns[1]], [specs[0], specs[2], specs[1]])
     with pytest.raises(TerminalCdcError, match="narrow"):
-        shuffled.images(*found[:3], "narrow")
+        shuffled.images(*found, "narrow")
