@@ -1,0 +1,180 @@
+"""How one window's schema events reshape one target table, and which staged rows count (pure).
+
+The target's column names always equal MySQL's as of the last window applied to it. A window's
+:class:`~airflow_provider_mysql_cdc.core.schema_events.SchemaEvent` records, replayed in order, say
+what happened since: renames become Iceberg renames (Iceberg follows columns by field id, so a swap
+through a temporary name works like in MySQL); a column added under a name the target still has (a
+dropped column kept, or the name of another identity) first drops that stale column, so no old value
+survives under the new column; a column added with a value MySQL gave the existing rows is
+back-filled. Staged rows of every schema version are read under the names their column ids have at
+the end of the window.
+
+:func:`plan_window_changes` decides all this; ``spark_job`` carries it out. Columns missing from the
+target after the renames and drops, and widened types, are added by
+:func:`~airflow_provider_mysql_cdc.apply.plan.plan_schema_changes` from the staged types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_mysql_cdc.core.schema_events import (
+    COLUMN_ADDED,
+    COLUMN_DROPPED,
+    COLUMN_RENAMED,
+    REBUILD,
+    RESET,
+    TRUNCATED,
+    SchemaEvent,
+    decode_value,
+)
+
+
+@dataclass(frozen=True)
+class ColumnAlteration:
+    """An ``ALTER TABLE`` on the target: ``rename`` (to ``new_name``) or ``drop`` of ``column``."""
+
+    action: str
+    column: str
+    new_name: str = ""
+
+    def sql(self, target: str) -> str:
+        """The Spark SQL statement on ``target`` (a quoted table name)."""
+        from airflow_provider_mysql_cdc.apply.plan import quote
+
+        if self.action == "rename":
+            return f"ALTER TABLE {target} RENAME COLUMN {quote(self.column)} TO {quote(self.new_name)}"
+        return f"ALTER TABLE {target} DROP COLUMN {quote(self.column)}"
+
+
+@dataclass(frozen=True)
+class ColumnBackfill:
+    """Rows existing at ``seq`` (staged before it, or not changed in the window) get ``value`` in ``column``."""
+
+    column: str
+    seq: int
+    value: Any
+
+
+@dataclass(frozen=True)
+class WindowTableChanges:
+    """What a window does to one target table besides merging its rows."""
+
+    #: Renames and drops, in order, before the merge.
+    alterations: tuple[ColumnAlteration, ...] = ()
+    backfills: tuple[ColumnBackfill, ...] = ()
+    #: Rows staged before this ``_cdc_seq`` are gone (TRUNCATE); the target's rows are deleted.
+    truncate_seq: int | None = None
+    #: The table was dropped or created anew at this ``_cdc_seq``: nothing before it survives and the
+    #: target is replaced, schema included, by the rows staged after it.
+    reset_seq: int | None = None
+    #: The target cannot follow a change at this ``_cdc_seq``: rows from it on are not applied.
+    rebuild: SchemaEvent | None = None
+    #: Events that shaped the target (for the report).
+    applied_events: tuple[SchemaEvent, ...] = field(default_factory=tuple)
+
+    @property
+    def first_excluded_seq(self) -> int | None:
+        """Rows staged at or after this ``_cdc_seq`` are not applied (a pending rebuild)."""
+        return None if self.rebuild is None else self.rebuild.seq
+
+    @property
+    def replaces_rows(self) -> bool:
+        """Whether rows before some point are gone (TRUNCATE or reset), so untouched target rows are deleted."""
+        return self.truncate_seq is not None or self.reset_seq is not None
+
+    @property
+    def first_kept_seq(self) -> int | None:
+        """Rows staged before this ``_cdc_seq`` are gone (the last TRUNCATE or reset)."""
+        points = [seq for seq in (self.truncate_seq, self.reset_seq) if seq is not None]
+        return max(points) if points else None
+
+
+def _fold_key(name: str) -> str:
+    return name.lower()
+
+
+def plan_window_changes(
+    target_columns: Sequence[str] | None,
+    events: Sequence[SchemaEvent],
+    final_column_ids: Mapping[int, str],
+    *,
+    drop_dropped_columns: bool = False,
+) -> WindowTableChanges:
+    """The target changes of one table's ``events`` (in ``seq`` order) for a target with
+    ``target_columns`` (None: no target yet). ``final_column_ids`` maps the column ids of the table's
+    last schema version in the window to their names (only columns that exist at the end are
+    back-filled)."""
+    ordered = sorted(events, key=lambda event: event.seq)
+    rebuild = next((event for event in ordered if event.kind == REBUILD), None)
+    if rebuild is not None:
+        ordered = [event for event in ordered if event.seq < rebuild.seq]
+    reset_seq = max((event.seq for event in ordered if event.kind == RESET), default=None)
+    truncate_seq = max((event.seq for event in ordered if event.kind == TRUNCATED), default=None)
+    if reset_seq is not None:
+        # The target is replaced by the rows after the reset; only what follows it matters.
+        ordered = [event for event in ordered if event.seq > reset_seq]
+        if truncate_seq is not None and truncate_seq < reset_seq:
+            truncate_seq = None
+    alterations: list[ColumnAlteration] = []
+    names = {_fold_key(name): name for name in target_columns or ()}
+    replaced = reset_seq is not None or target_columns is None
+
+    def drop(name: str) -> None:
+        existing = names.pop(_fold_key(name), None)
+        if existing is not None:
+            alterations.append(ColumnAlteration("drop", existing))
+
+    backfills: list[ColumnBackfill] = []
+    for event in ordered:
+        if event.kind == COLUMN_RENAMED and not replaced:
+            assert event.old_name is not None and event.name is not None
+            old = names.pop(_fold_key(event.old_name), None)
+            if old is None:
+                continue  # already renamed (a re-run after a crash), or never in the target
+            if _fold_key(event.old_name) != _fold_key(event.name):
+                # MySQL's names are unique at every step, so a target column already under the new
+                # name is stale (dropped in MySQL, kept here): it goes first.
+                drop(event.name)
+            if old != event.name:
+                alterations.append(ColumnAlteration("rename", old, event.name))
+            names[_fold_key(event.name)] = event.name
+        elif event.kind == COLUMN_ADDED:
+            assert event.name is not None
+            if not replaced:
+                drop(event.name)  # old values under this name belong to another column identity
+            final_name = final_column_ids.get(event.column_id) if event.column_id is not None else None
+            if final_name is not None and event.backfill is not None:
+                value = decode_value(event.backfill)
+                if value is not None:
+                    backfills.append(ColumnBackfill(final_name, event.seq, value))
+        elif event.kind == COLUMN_DROPPED and drop_dropped_columns and not replaced:
+            assert event.name is not None
+            drop(event.name)
+    return WindowTableChanges(
+        alterations=tuple(alterations),
+        backfills=tuple(backfills),
+        truncate_seq=truncate_seq,
+        reset_seq=reset_seq,
+        rebuild=rebuild,
+        applied_events=tuple(ordered),
+    )
+
+
+def version_renames(
+    version_columns: Sequence[Mapping[str, Any]], final_column_ids: Mapping[int, str]
+) -> dict[str, str]:
+    """For one staged schema version (its columns' descriptions, with ``column_id``), the staged
+    column name -> the name it is applied under; columns whose identity does not exist at the end of
+    the window are left out. Versions staged without column ids keep their names."""
+    renames: dict[str, str] = {}
+    for column in version_columns:
+        name = str(column["name"])
+        column_id = column.get("column_id")
+        if column_id is None:
+            renames[name] = name
+        elif int(column_id) in final_column_ids:
+            renames[name] = final_column_ids[int(column_id)]
+    return renames

@@ -1,0 +1,131 @@
+"""Replaying a window's schema events on a target table (apply.schema_alignment), and the encoding of
+back-filled values (core.schema_events)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from airflow_provider_mysql_cdc.apply.schema_alignment import (
+    ColumnAlteration,
+    ColumnBackfill,
+    plan_window_changes,
+    version_renames,
+)
+from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent, decode_value, encode_value
+
+G = "3e11fa47-71ca-11e1-9e33-c80aa9429562:7"
+
+
+def event(kind: str, seq: int, **details: Any) -> SchemaEvent:
+    return SchemaEvent("db", "t", seq, G, kind, **details)
+
+
+def renamed(seq: int, column_id: int, old: str, new: str) -> SchemaEvent:
+    return event("column_renamed", seq, column_id=column_id, old_name=old, name=new)
+
+
+def added(seq: int, column_id: int, name: str, value: Any = None) -> SchemaEvent:
+    return event("column_added", seq, column_id=column_id, name=name, backfill=encode_value(value))
+
+
+def test_swapping_two_names_through_a_temporary_one_renames_three_times() -> None:
+    events = [renamed(1, 2, "f1", "tmp"), renamed(2, 3, "f2", "f1"), renamed(3, 2, "tmp", "f2")]
+    changes = plan_window_changes(["id", "f1", "f2"], events, {1: "id", 2: "f2", 3: "f1"})
+    assert changes.alterations == (
+        ColumnAlteration("rename", "f1", "tmp"),
+        ColumnAlteration("rename", "f2", "f1"),
+        ColumnAlteration("rename", "tmp", "f2"),
+    )
+
+
+def test_a_rename_already_done_is_not_repeated() -> None:
+    changes = plan_window_changes(["id", "b"], [renamed(1, 2, "a", "b")], {1: "id", 2: "b"})
+    assert changes.alterations == ()
+
+
+def test_a_rename_onto_a_stale_column_drops_the_stale_one_first() -> None:
+    changes = plan_window_changes(["id", "a", "b"], [renamed(5, 2, "a", "b")], {1: "id", 2: "b"})
+    assert changes.alterations == (ColumnAlteration("drop", "b"), ColumnAlteration("rename", "a", "b"))
+
+
+def test_a_name_added_again_drops_the_old_column_and_backfills_the_new_one() -> None:
+    events = [event("column_dropped", 3, column_id=2, name="c"), added(9, 7, "c", "std")]
+    changes = plan_window_changes(["id", "c"], events, {1: "id", 7: "c"})
+    assert changes.alterations == (ColumnAlteration("drop", "c"),)
+    assert changes.backfills == (ColumnBackfill("c", 9, "std"),)
+
+
+def test_dropped_columns_stay_unless_asked() -> None:
+    dropped = [event("column_dropped", 3, column_id=2, name="c")]
+    assert plan_window_changes(["id", "c"], dropped, {1: "id"}).alterations == ()
+    changes = plan_window_changes(["id", "c"], dropped, {1: "id"}, drop_dropped_columns=True)
+    assert changes.alterations == (ColumnAlteration("drop", "c"),)
+
+
+def test_only_columns_that_exist_at_the_end_are_backfilled() -> None:
+    events = [added(1, 5, "x", 1), event("column_dropped", 2, column_id=5, name="x"), added(3, 6, "x", 2)]
+    changes = plan_window_changes(["id"], events, {1: "id", 6: "x"})
+    assert changes.backfills == (ColumnBackfill("x", 3, 2),)
+
+
+def test_null_backfills_are_left_out() -> None:
+    assert plan_window_changes(["id"], [added(1, 5, "x", None)], {1: "id", 5: "x"}).backfills == ()
+
+
+def test_a_reset_replaces_the_target_and_ignores_what_came_before() -> None:
+    events = [added(1, 5, "x", 1), event("truncated", 2), event("reset", 4), added(6, 1, "y", "v")]
+    changes = plan_window_changes(["id", "x"], events, {1: "y"})
+    assert changes.reset_seq == 4 and changes.truncate_seq is None
+    assert changes.alterations == ()
+    assert changes.backfills == (ColumnBackfill("y", 6, "v"),)
+    assert changes.first_kept_seq == 4 and changes.replaces_rows
+
+
+def test_a_rebuild_cuts_the_window_at_its_event() -> None:
+    events = [added(1, 5, "x", 1), event("rebuild", 3, reason="MODIFY f2 INT"), renamed(4, 5, "x", "z")]
+    changes = plan_window_changes(["id"], events, {1: "id", 5: "x"})
+    assert changes.rebuild is not None and changes.first_excluded_seq == 3
+    assert changes.backfills == (ColumnBackfill("x", 1, 1),)
+    assert [e.seq for e in changes.applied_events] == [1]
+
+
+def test_the_last_truncate_counts() -> None:
+    changes = plan_window_changes(["id"], [event("truncated", 2), event("truncated", 8)], {1: "id"})
+    assert changes.truncate_seq == 8 and changes.first_kept_seq == 8
+
+
+def test_version_columns_are_read_under_their_final_names() -> None:
+    columns = [{"name": "id", "column_id": 1}, {"name": "f1", "column_id": 2}, {"name": "gone", "column_id": 4}]
+    assert version_renames(columns, {1: "id", 2: "f2", 3: "f1"}) == {"id": "id", "f1": "f2"}
+    assert version_renames([{"name": "a"}], {}) == {"a": "a"}  # staged before column ids existed
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        "std",
+        "",
+        -(2**63),
+        2**64 - 1,
+        1.5,
+        -0.0,
+        Decimal("-12.50"),
+        b"\x00\xff",
+        dt.date(2024, 2, 29),
+        dt.datetime(2024, 1, 1, 10, 0, 0, 123456),
+        dt.datetime(2024, 1, 1, 10, 0, tzinfo=dt.timezone.utc),
+        dt.timedelta(hours=-838, minutes=-59),
+        [1.0, 2.5],
+    ],
+)
+def test_staged_values_survive_their_encoding(value: Any) -> None:
+    decoded = decode_value(encode_value(value))
+    assert decoded == value and type(decoded) is type(value)
+    if isinstance(value, float):
+        assert str(decoded) == str(value)  # -0.0 keeps its sign
