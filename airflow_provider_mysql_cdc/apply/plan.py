@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import (
     CorruptStagingError,
     SnapshotTableManifest,
@@ -49,6 +50,11 @@ class UnsupportedSchemaChangeError(TerminalCdcError):
     """Raised when a table's staged schema changed in a way the target table cannot follow."""
 
 
+class RebuildPendingError(TerminalCdcError):
+    """Raised when a table waits for the fresh snapshot a change it could not follow asked for, and the
+    window to apply is not governed by one."""
+
+
 @dataclass(frozen=True)
 class AppliedState:
     """What a target table holds, as recorded in its newest CDC commit."""
@@ -64,6 +70,10 @@ class AppliedState:
     snapshot_id: str = ""
     snapshot_chunks_loaded: int = 0
     snapshot_chunks: int = 0
+    #: Set when a window held a change the table could not follow (a ``rebuild`` schema event): the
+    #: table holds that window's changes before it and waits for a fresh snapshot. "window <id>
+    #: (GTID <gtid>): <reason>"; "" otherwise.
+    rebuild_pending: str = ""
 
     @property
     def loading(self) -> bool:
@@ -72,6 +82,7 @@ class AppliedState:
 
     def to_summary(self) -> dict[str, str]:
         """The snapshot summary properties of a commit that leaves the table in this state."""
+        pending = {f"{SUMMARY_PREFIX}rebuild-pending": self.rebuild_pending} if self.rebuild_pending else {}
         return {
             f"{SUMMARY_PREFIX}pipeline": self.pipeline,
             f"{SUMMARY_PREFIX}window-id": str(self.window_id),
@@ -79,6 +90,7 @@ class AppliedState:
             f"{SUMMARY_PREFIX}snapshot-id": self.snapshot_id,
             f"{SUMMARY_PREFIX}snapshot-chunks-loaded": str(self.snapshot_chunks_loaded),
             f"{SUMMARY_PREFIX}snapshot-chunks": str(self.snapshot_chunks),
+            **pending,
         }
 
     @classmethod
@@ -94,6 +106,7 @@ class AppliedState:
                 snapshot_id=summary.get(f"{SUMMARY_PREFIX}snapshot-id", ""),
                 snapshot_chunks_loaded=int(summary.get(f"{SUMMARY_PREFIX}snapshot-chunks-loaded", "0")),
                 snapshot_chunks=int(summary.get(f"{SUMMARY_PREFIX}snapshot-chunks", "0")),
+                rebuild_pending=summary.get(f"{SUMMARY_PREFIX}rebuild-pending", ""),
             )
         except (KeyError, ValueError) as exc:
             raise TerminalCdcError(
@@ -136,6 +149,8 @@ class ApplyWindow:
     truncate_seq: int | None
     before: AppliedState
     after: AppliedState
+    #: What the window's DDL did to the table, in binlog order.
+    events: tuple[SchemaEvent, ...] = ()
 
     def describe(self) -> str:
         """A short description for logs and errors."""
@@ -146,25 +161,44 @@ TableStep = LoadSnapshotChunks | ApplyWindow
 
 
 def tables_in_windows(manifests: Sequence[StagingManifest]) -> list[str]:
-    """Every ``db.table`` a run of windows changes, truncates or governs by a snapshot, sorted."""
+    """Every ``db.table`` a run of windows changes, truncates, alters, governs by a snapshot or still
+    waits to rebuild, sorted."""
     names: set[str] = set()
     for manifest in manifests:
         names.update(f"{f.database}.{f.table}" for f in manifest.files)
         names.update(f"{t.database}.{t.table}" for t in manifest.truncates)
+        names.update(event.table_name for event in manifest.schema_events)
         names.update(manifest.snapshots)
+        names.update(manifest.rebuilds_pending)
     return sorted(names)
 
 
-def _table_changes(manifest: StagingManifest, table_name: str) -> tuple[tuple[StagedFile, ...], int | None]:
+def _table_changes(
+    manifest: StagingManifest, table_name: str
+) -> tuple[tuple[StagedFile, ...], int | None, tuple[SchemaEvent, ...]]:
     files = tuple(f for f in manifest.files if f"{f.database}.{f.table}" == table_name)
     truncates = [t.seq for t in manifest.truncates if f"{t.database}.{t.table}" == table_name]
-    return files, max(truncates) if truncates else None
+    events = tuple(event for event in manifest.schema_events if event.table_name == table_name)
+    return files, max(truncates) if truncates else None, events
+
+
+def _rebuild_note(manifest: StagingManifest, events: Sequence[SchemaEvent]) -> str:
+    """The ``rebuild_pending`` text of the first ``rebuild`` event among ``events``, or ""."""
+    for event in events:
+        if event.kind == "rebuild":
+            return f"window {manifest.window_id} (GTID {event.gtid}): {event.reason}"
+    return ""
 
 
 def _load_steps(
     table_name: str, snapshot: SnapshotTableManifest, state: AppliedState, first_chunk: int, chunks_per_commit: int
 ) -> tuple[list[TableStep], AppliedState]:
-    """Steps loading ``snapshot`` from ``first_chunk`` on; returns them and the state after the last."""
+    """Steps loading ``snapshot`` from ``first_chunk`` on; returns them and the state after the last.
+
+    A target that already holds data from an earlier load or window is re-loaded in one step (one
+    commit that replaces it), so its readers never see it half-built."""
+    if first_chunk == 0 and (state.window_id or state.snapshot_id):
+        chunks_per_commit = max(1, len(snapshot.chunks))
     steps: list[TableStep] = []
     total = len(snapshot.chunks)
     if total == 0:
@@ -264,8 +298,15 @@ def plan_table(
                 )
             load, current = _load_steps(table_name, loaded, current, 0, chunks_per_commit)
             steps += load
-        files, truncate_seq = _table_changes(manifest, table_name)
-        if not files and (truncate_seq is None or current == AppliedState(pipeline)):
+        if current.rebuild_pending:
+            raise RebuildPendingError(
+                f"{table_name} waits for a fresh snapshot since {current.rebuild_pending}; window {window_id} "
+                f"of pipeline {pipeline!r} is not governed by one, so the table stops here and the other tables "
+                f"go on. Re-snapshot it: trigger a run with resnapshot=[{table_name!r}] (a pipeline whose "
+                "schema_change_policy is 'rebuild' does this by itself in its next run)"
+            )
+        files, truncate_seq, events = _table_changes(manifest, table_name)
+        if not files and not events and (truncate_seq is None or current == AppliedState(pipeline)):
             continue  # nothing for this table (a TRUNCATE of a table that never held rows is nothing)
         if window_id < first:
             raise ApplyGapError(
@@ -273,8 +314,10 @@ def plan_table(
                 f"{current.window_id}), and the apply was asked for windows {first}..{last}; apply windows "
                 f"{window_id}..{first - 1} first (window k+1 is never applied before window k)"
             )
-        after = replace(current, window_id=window_id, upper=manifest.upper)
-        steps.append(ApplyWindow(table_name, manifest, files, truncate_seq, current, after))
+        after = replace(
+            current, window_id=window_id, upper=manifest.upper, rebuild_pending=_rebuild_note(manifest, events)
+        )
+        steps.append(ApplyWindow(table_name, manifest, files, truncate_seq, current, after, events))
         current = after
     return steps
 

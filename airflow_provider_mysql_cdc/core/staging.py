@@ -25,10 +25,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
 from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
 
 MANIFEST_NAME = "_manifest.json"
-MANIFEST_FORMAT_VERSION = 1
+#: 2: column identities in schema versions, ``schema_events``, ``rebuilds_pending``, the ``_cdc_partial``
+#: column and ``StagedFile.partial_rows``. Version 1 manifests are still read.
+MANIFEST_FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS = frozenset({1, 2})
 #: ``_cdc_seq = window_id << SEQ_BITS | position``: strictly increasing in binlog order within a
 #: window and across windows (2**40 changes per window, 2**23 windows).
 SEQ_BITS = 40
@@ -116,6 +120,8 @@ class StagedFile:
     op_counts: Mapping[str, int]
     first_seq: int
     last_seq: int
+    #: Rows whose ``_cdc_partial`` is set (row images without every column, JSON diffs).
+    partial_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,12 @@ class StagingManifest:
     #: Windows only: ``db.table`` -> id of the snapshot that governs the table in this window (the
     #: state the window's changes of that table apply to); tables no snapshot governs are absent.
     snapshots: Mapping[str, str] = field(default_factory=dict)
+    #: Windows only: what DDL did to the selected tables, in binlog order (see
+    #: :mod:`~airflow_provider_mysql_cdc.core.schema_events`).
+    schema_events: tuple[SchemaEvent, ...] = ()
+    #: Windows only: ``db.table`` -> why the table still waits for a fresh snapshot (a ``rebuild``
+    #: event of an earlier window); its changes are not staged until a snapshot governs it again.
+    rebuilds_pending: Mapping[str, str] = field(default_factory=dict)
 
     def relative_dir(self) -> str:
         """The manifest's directory relative to the staging root."""
@@ -229,7 +241,7 @@ class StagingManifest:
             data, recorded = _unsealed(text)
             if data.get("kind") == "snapshot":
                 fix = "re-snapshot the table (a finished snapshot chunk is never rewritten)"
-            if data.get("format_version") != MANIFEST_FORMAT_VERSION:
+            if data.get("format_version") not in READABLE_FORMAT_VERSIONS:
                 raise ValueError(f"unsupported format_version {data.get('format_version')!r}")
             manifest = cls(
                 **{
@@ -243,6 +255,7 @@ class StagingManifest:
                     ),
                     "truncates": tuple(TruncateMarker(**item) for item in data["truncates"]),
                     "ddl": tuple(DdlStatement(**item) for item in data["ddl"]),
+                    "schema_events": tuple(SchemaEvent(**item) for item in data.get("schema_events", ())),
                 }
             )
             GtidSet.parse(manifest.lower)

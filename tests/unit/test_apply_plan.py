@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
@@ -13,6 +14,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     ApplyWindow,
     ForeignTableError,
     LoadSnapshotChunks,
+    RebuildPendingError,
     SchemaChange,
     SnapshotNotReadyError,
     TableStep,
@@ -21,6 +23,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     plan_table,
     tables_in_windows,
 )
+from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import (
     SnapshotTableManifest,
     StagedFile,
@@ -249,19 +252,15 @@ def test_a_partly_loaded_table_resumes_at_its_next_chunk() -> None:
     assert steps[-1].after == AppliedState(P, 1, upper(1), "000001", 5, 5)
 
 
-def test_a_re_snapshot_reloads_every_chunk_before_its_hand_off_window() -> None:
+def test_a_re_snapshot_reloads_every_chunk_in_one_step_before_its_hand_off_window() -> None:
+    # The target already holds data: the re-load replaces it in one commit, so no reader sees it half-built.
     state = AppliedState(P, 3, upper(3), "000001", 5, 5)
     manifests = [window(4, "t", snapshots={T: "000002"})]
     snapshots = [snapshot("000001", 1, 5), snapshot("000002", handoff=4, chunks=3)]
     steps = plan(state, [4], manifests, snapshots)
-    assert shape(steps) == [
-        ("load", "000002", 0, 2, True),
-        ("load", "000002", 2, 3, False),
-        ("window", 4, 1, None),
-    ]
+    assert shape(steps) == [("load", "000002", 0, 3, True), ("window", 4, 1, None)]
     assert_chained(steps, state)
     assert [s.after for s in steps] == [
-        AppliedState(P, 3, "", "000002", 2, 3),
         AppliedState(P, 3, "", "000002", 3, 3),
         AppliedState(P, 4, upper(4), "000002", 3, 3),
     ]
@@ -455,3 +454,48 @@ def test_a_re_run_of_an_old_window_finishes_the_load_of_a_newer_snapshot() -> No
     steps = plan(state, [3], manifests, snapshots)
     assert shape(steps) == [("load", "000002", 2, 4, False), ("load", "000002", 4, 5, False)]
     assert_chained(steps, state)
+
+
+# -- plan_table: schema events and rebuilds ---------------------------------------------------------
+
+
+def with_events(
+    manifest: StagingManifest, *events: SchemaEvent, pending: dict[str, str] | None = None
+) -> StagingManifest:
+    return dataclasses.replace(manifest, schema_events=tuple(events), rebuilds_pending=pending or {})
+
+
+def schema_event(kind: str, seq: int, table: str = "t", **details: object) -> SchemaEvent:
+    return SchemaEvent("db", table, seq, f"{U}:{seq}", kind, **details)  # type: ignore[arg-type]
+
+
+def test_a_window_with_only_a_schema_event_of_the_table_is_a_step() -> None:
+    state = AppliedState(P, 1, upper(1), "000001", 5, 5)
+    added = schema_event("column_added", cdc_seq(2, 0), column_id=3, name="tier", backfill='"std"')
+    steps = plan(state, [2], [with_events(window(2, "other"), added)], [snapshot()])
+    assert shape(steps) == [("window", 2, 0, None)]
+    assert isinstance(steps[0], ApplyWindow) and steps[0].events == (added,)
+    assert tables_in_windows([with_events(window(2), added)]) == [T]
+
+
+def test_a_rebuild_event_leaves_the_table_waiting_for_a_snapshot() -> None:
+    state = AppliedState(P, 1, upper(1), "000001", 5, 5)
+    rebuild = schema_event("rebuild", cdc_seq(2, 3), reason="column f2 changed from varchar(10) to int")
+    steps = plan(state, [2], [with_events(window(2, "t"), rebuild)], [snapshot()])
+    assert (
+        steps[-1].after.rebuild_pending
+        == f"window 2 (GTID {U}:{cdc_seq(2, 3)}): column f2 changed from varchar(10) to int"
+    )
+    assert AppliedState.from_summary(steps[-1].after.to_summary(), T) == steps[-1].after
+
+
+def test_a_table_waiting_for_its_rebuild_stops_until_a_snapshot_governs_it() -> None:
+    state = AppliedState(P, 2, upper(2), "000001", 5, 5, rebuild_pending="window 2 (GTID x): MODIFY f2 INT")
+    waiting = with_events(window(3, snapshots={T: "000001"}), pending={T: "window 2 (GTID x): MODIFY f2 INT"})
+    assert tables_in_windows([waiting]) == [T]
+    with pytest.raises(RebuildPendingError, match=r"resnapshot=\['db.t'\]"):
+        plan(state, [3], [waiting], [snapshot()])
+    rebuilt = window(3, "t", snapshots={T: "000002"})
+    steps = plan(state, [3], [rebuilt], [snapshot(), snapshot("000002", handoff=3, chunks=3)])
+    assert shape(steps) == [("load", "000002", 0, 3, True), ("window", 3, 1, None)]
+    assert all(not step.after.rebuild_pending for step in steps)
