@@ -96,17 +96,46 @@ def _fold_key(name: str) -> str:
     return name.lower()
 
 
-def plan_window_changes(
-    target_columns: Sequence[str] | None,
-    events: Sequence[SchemaEvent],
-    final_column_ids: Mapping[int, str],
-    *,
-    drop_dropped_columns: bool = False,
-) -> WindowTableChanges:
-    """The target changes of one table's ``events`` (in ``seq`` order) for a target with
-    ``target_columns`` (None: no target yet). ``final_column_ids`` maps the column ids of the table's
-    last schema version in the window to their names (only columns that exist at the end are
-    back-filled)."""
+class _TargetColumns:
+    """The target's column names while a window's events are replayed, and the ALTERs that follow them."""
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self.names = {_fold_key(name): name for name in columns}
+        self.alterations: list[ColumnAlteration] = []
+
+    def drop(self, name: str) -> None:
+        existing = self.names.pop(_fold_key(name), None)
+        if existing is not None:
+            self.alterations.append(ColumnAlteration("drop", existing))
+
+    def rename_together(self, group: Sequence[SchemaEvent]) -> None:
+        """The renames of one statement happen at once (``RENAME COLUMN a TO b, RENAME COLUMN b TO a``):
+        through temporary names when there are several. MySQL's names are unique at every step, so a
+        target column under a new name that no rename frees is stale (dropped in MySQL, kept here) and
+        goes first."""
+        moves: list[tuple[str, str]] = []
+        for event in group:
+            assert event.old_name is not None and event.name is not None
+            old = self.names.pop(_fold_key(event.old_name), None)
+            if old is not None:  # None: already renamed (a re-run after a crash), or never in the target
+                moves.append((old, event.name))
+        if len(moves) > 1:
+            temporaries = [f"__cdc_rename_{index}_{old}" for index, (old, _) in enumerate(moves)]
+            self.alterations += [
+                ColumnAlteration("rename", old, tmp) for (old, _), tmp in zip(moves, temporaries, strict=True)
+            ]
+            moves = [(tmp, new) for tmp, (_, new) in zip(temporaries, moves, strict=True)]
+        for old, new in moves:
+            if _fold_key(old) != _fold_key(new):
+                self.drop(new)
+            if old != new:
+                self.alterations.append(ColumnAlteration("rename", old, new))
+            self.names[_fold_key(new)] = new
+
+
+def _cut_points(events: Sequence[SchemaEvent]) -> tuple[list[SchemaEvent], SchemaEvent | None, int | None, int | None]:
+    """The events that shape the target, the first ``rebuild`` (nothing after it counts), and the last
+    reset and TRUNCATE (nothing before a reset counts; a TRUNCATE before it is moot)."""
     ordered = sorted(events, key=lambda event: event.seq)
     rebuild = next((event for event in ordered if event.kind == REBUILD), None)
     if rebuild is not None:
@@ -114,47 +143,49 @@ def plan_window_changes(
     reset_seq = max((event.seq for event in ordered if event.kind == RESET), default=None)
     truncate_seq = max((event.seq for event in ordered if event.kind == TRUNCATED), default=None)
     if reset_seq is not None:
-        # The target is replaced by the rows after the reset; only what follows it matters.
         ordered = [event for event in ordered if event.seq > reset_seq]
         if truncate_seq is not None and truncate_seq < reset_seq:
             truncate_seq = None
-    alterations: list[ColumnAlteration] = []
-    names = {_fold_key(name): name for name in target_columns or ()}
-    replaced = reset_seq is not None or target_columns is None
+    return ordered, rebuild, reset_seq, truncate_seq
 
-    def drop(name: str) -> None:
-        existing = names.pop(_fold_key(name), None)
-        if existing is not None:
-            alterations.append(ColumnAlteration("drop", existing))
 
+def plan_window_changes(
+    target_columns: Sequence[str] | None,
+    events: Sequence[SchemaEvent],
+    final_column_ids: Mapping[int, str],
+    *,
+    drop_dropped_columns: bool = False,
+) -> WindowTableChanges:
+    """The target changes of one table's ``events`` for a target with ``target_columns`` (None: no
+    target yet). ``final_column_ids`` maps the column ids of the table's last schema version in the
+    window to their names (only columns that exist at the end are back-filled)."""
+    ordered, rebuild, reset_seq, truncate_seq = _cut_points(events)
+    target = _TargetColumns(target_columns or ())
+    reshape = reset_seq is None and target_columns is not None  # else the target is created or replaced
     backfills: list[ColumnBackfill] = []
-    for event in ordered:
-        if event.kind == COLUMN_RENAMED and not replaced:
-            assert event.old_name is not None and event.name is not None
-            old = names.pop(_fold_key(event.old_name), None)
-            if old is None:
-                continue  # already renamed (a re-run after a crash), or never in the target
-            if _fold_key(event.old_name) != _fold_key(event.name):
-                # MySQL's names are unique at every step, so a target column already under the new
-                # name is stale (dropped in MySQL, kept here): it goes first.
-                drop(event.name)
-            if old != event.name:
-                alterations.append(ColumnAlteration("rename", old, event.name))
-            names[_fold_key(event.name)] = event.name
-        elif event.kind == COLUMN_ADDED:
+    position = 0
+    while position < len(ordered):
+        event = ordered[position]
+        if event.kind == COLUMN_RENAMED:
+            group = [e for e in ordered[position:] if e.seq == event.seq and e.kind == COLUMN_RENAMED]
+            position += len(group)
+            if reshape:
+                target.rename_together(group)
+            continue
+        position += 1
+        if event.kind == COLUMN_ADDED:
             assert event.name is not None
-            if not replaced:
-                drop(event.name)  # old values under this name belong to another column identity
+            if reshape:
+                target.drop(event.name)  # old values under this name belong to another column identity
             final_name = final_column_ids.get(event.column_id) if event.column_id is not None else None
-            if final_name is not None and event.backfill is not None:
-                value = decode_value(event.backfill)
-                if value is not None:
-                    backfills.append(ColumnBackfill(final_name, event.seq, value))
-        elif event.kind == COLUMN_DROPPED and drop_dropped_columns and not replaced:
+            value = None if final_name is None or event.backfill is None else decode_value(event.backfill)
+            if final_name is not None and value is not None:
+                backfills.append(ColumnBackfill(final_name, event.seq, value))
+        elif event.kind == COLUMN_DROPPED and drop_dropped_columns and reshape:
             assert event.name is not None
-            drop(event.name)
+            target.drop(event.name)
     return WindowTableChanges(
-        alterations=tuple(alterations),
+        alterations=tuple(target.alterations),
         backfills=tuple(backfills),
         truncate_seq=truncate_seq,
         reset_seq=reset_seq,

@@ -46,6 +46,19 @@ from airflow_provider_mysql_cdc.apply.plan import (
     tables_in_windows,
     target_table,
 )
+from airflow_provider_mysql_cdc.apply.schema_alignment import (
+    ColumnAlteration,
+    WindowTableChanges,
+    plan_window_changes,
+    version_renames,
+)
+from airflow_provider_mysql_cdc.apply.staged_rows import (
+    key_match,
+    last_change_per_key,
+    read_versions,
+    temporal_keys,
+    window_rows,
+)
 from airflow_provider_mysql_cdc.capture.staging_writer import (
     read_manifest,
     read_manifest_in,
@@ -54,9 +67,11 @@ from airflow_provider_mysql_cdc.capture.staging_writer import (
     write_text_atomically,
 )
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
+from airflow_provider_mysql_cdc.core.schema_events import TRUNCATED, SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import (
     MANIFEST_NAME,
     CorruptStagingError,
+    SchemaVersionInfo,
     SnapshotTableManifest,
     StagedFile,
     StagingManifest,
@@ -82,6 +97,8 @@ TARGET_PROPERTIES = {
 }
 #: The staged column that only drives the MERGE (it is kept in changelog tables).
 OP_COLUMN = "_cdc_op"
+#: The staged column that marks partial row images; resolved before the MERGE, never in a target.
+PARTIAL_COLUMN = "_cdc_partial"
 #: Changelog tables are partitioned by this column (the window id), so re-writing a window
 #: replaces exactly its partition.
 CHANGELOG_WINDOW_COLUMN = "_cdc_window_id"
@@ -143,6 +160,49 @@ class TableReport:
     error: str = ""
     #: The exception class's name when the table failed (e.g. ``UnsupportedSchemaChangeError``).
     error_class: str = ""
+    #: Set when a change the target could not follow leaves the table waiting for a fresh snapshot.
+    rebuild: str = ""
+
+
+@dataclass(frozen=True)
+class _StepSource:
+    """What one step merges into one table."""
+
+    #: One row per key: its last change (snapshot chunks: every row).
+    frame: DataFrame
+    keys: list[str]
+    files: list[StagedFile]
+    #: Every staged change that counts (the key filter's keys); None when the step staged none.
+    rows: DataFrame | None
+    #: The window's schema changes (None for snapshot loads).
+    changes: WindowTableChanges | None
+
+
+def _final_version(step: ApplyWindow, table_schemas: Sequence[SchemaVersionInfo]) -> SchemaVersionInfo | None:
+    """The table's schema version at the end of the window: the one its last schema event leaves, or
+    the one of its last staged change."""
+    by_version = {info.schema_version: info for info in table_schemas}
+    candidates: list[tuple[int, int | None]] = [(event.seq, event.schema_version) for event in step.events]
+    candidates += [(staged.last_seq, staged.schema_version) for staged in step.files if staged.rows]
+    candidates += [(-1, staged.schema_version) for staged in step.files]
+    for _, version in sorted(candidates, key=lambda item: item[0], reverse=True):
+        if version is not None and version in by_version:
+            return by_version[version]
+    return None
+
+
+def _describe_event(event: SchemaEvent) -> str:
+    """A schema event as the report lists it."""
+    what = {
+        "column_added": f"column {event.name!r} added",
+        "column_dropped": f"column {event.name!r} dropped",
+        "column_renamed": f"column {event.old_name!r} renamed to {event.name!r}",
+        "column_retyped": f"column {event.name!r} retyped",
+        "truncated": "truncated",
+        "reset": "dropped or created again",
+        "rebuild": f"needs a rebuild: {event.reason}",
+    }[event.kind]
+    return f"{what} (GTID {event.gtid})" if event.gtid else what
 
 
 def spark_path(staging_uri: str, relative: str) -> str:
@@ -218,7 +278,9 @@ class TableApplier:
             schemas += manifest.schemas
         return files, tuple(schemas)
 
-    def _key_columns(self, step: TableStep, schemas: Sequence[Any]) -> list[str]:
+    def _key_columns(self, step: TableStep, schemas: Sequence[Any], final: SchemaVersionInfo | None) -> list[str]:
+        if final is not None and final.primary_key:
+            return list(final.primary_key)
         for schema in reversed(schemas):
             if f"{schema.database}.{schema.table}" == self.table_name and schema.primary_key:
                 return list(schema.primary_key)
@@ -232,15 +294,47 @@ class TableApplier:
             "in MySQL, or snapshot it with key_columns (the apply then merges on those columns)"
         )
 
-    def _source(self, step: TableStep) -> tuple[DataFrame, list[str], list[StagedFile], DataFrame | None]:
-        """The step's rows (one per key: the last change), the key columns, the staged files and the staged
-        rows as read (every change, none before a TRUNCATE; None when there are none)."""
-        from pyspark.sql import Window
+    def _window_changes(
+        self, step: ApplyWindow, final: SchemaVersionInfo | None, target: str | None = None
+    ) -> tuple[WindowTableChanges, dict[int, str]]:
+        """The window's schema events replayed on ``target`` (default: the table's target), and the final
+        column id -> name map."""
+        target = target or self.target
+        final_ids = {
+            int(column["column_id"]): str(column["name"])
+            for column in (final.columns if final is not None else ())
+            if column.get("column_id") is not None
+        }
+        events = list(step.events)
+        if step.truncate_seq is not None:
+            database, table = self.table_name.split(".", 1)
+            events.append(SchemaEvent(database, table, step.truncate_seq, "", TRUNCATED))
+        target_columns = [name for name, _ in self._columns(target)] if self._exists(target) else None
+        changes = plan_window_changes(
+            target_columns, events, final_ids, drop_dropped_columns=self.config.drop_dropped_columns
+        )
+        return changes, final_ids
+
+    def _source(self, step: TableStep) -> _StepSource:
+        """The step's rows (one per key: the last change), the key columns, the staged files, the staged
+        rows as read (every change that counts; None when there are none) and the window's schema changes."""
         from pyspark.sql import functions as F
 
         files, schemas = self._step_files(step)
-        keys = self._key_columns(step, schemas)
-        frame = self._read_versions(files)
+        table_schemas = [s for s in schemas if f"{s.database}.{s.table}" == self.table_name]
+        final = _final_version(step, table_schemas) if isinstance(step, ApplyWindow) else None
+        keys = self._key_columns(step, schemas, final)
+        changes: WindowTableChanges | None = None
+        renames: dict[int, dict[str, str]] | None = None
+        if isinstance(step, ApplyWindow):
+            changes, final_ids = self._window_changes(step, final)
+            if final_ids:
+                renames = {info.schema_version: version_renames(info.columns, final_ids) for info in table_schemas}
+        paths: dict[int, list[str]] = {}
+        for path, staged in files:
+            paths.setdefault(staged.schema_version, []).append(path)
+        frame = read_versions(self.spark, paths, renames)
+        staged_files = [f for _, f in files]
         if frame is None:  # a TRUNCATE alone, or a chunk of a table dropped after planning: no rows
             if not self._exists(self.target):
                 raise TerminalCdcError(
@@ -248,33 +342,13 @@ class TableApplier:
                     f"{self.target} does not exist; if the table was dropped in MySQL, exclude it from the pipeline"
                 )
             empty = self.spark.table(self.target).limit(0).withColumn(OP_COLUMN, F.lit("d"))
-            return empty, keys, [], None
-        if isinstance(step, ApplyWindow) and step.truncate_seq is not None:
-            frame = frame.where(F.col("_cdc_seq") > F.lit(step.truncate_seq))
-        changes = frame
+            return _StepSource(empty, keys, staged_files, None, changes)
+        if changes is not None:
+            frame = window_rows(frame, changes)
+        rows = frame
         if isinstance(step, ApplyWindow):
-            latest = Window.partitionBy(*[F.col(quote(k)) for k in keys]).orderBy(F.col("_cdc_seq").desc())
-            frame = frame.withColumn("__cdc_rank", F.row_number().over(latest)).where("__cdc_rank = 1")
-            frame = frame.drop("__cdc_rank")
-        return frame, keys, [f for _, f in files], changes
-
-    def _read_versions(self, files: Sequence[tuple[str, StagedFile]]) -> DataFrame | None:
-        """The rows of staged files of any schema versions, unioned by column name (a column missing from a
-        version is NULL there); None when there are no files."""
-        frame = None
-        for version in sorted({f.schema_version for _, f in files}):
-            rows = self._read_staged(*[path for path, f in files if f.schema_version == version])
-            frame = rows if frame is None else frame.unionByName(rows, allowMissingColumns=True)
-        return frame
-
-    def _read_staged(self, *paths: str) -> DataFrame:
-        """Staged Parquet as Spark reads it. pyarrow writes dates and times in the proleptic Gregorian
-        calendar, so values before 1582 (MySQL's DATE range starts at 1000-01-01) are read as they are."""
-        return (
-            self.spark.read.option("datetimeRebaseMode", "CORRECTED")
-            .option("int96RebaseMode", "CORRECTED")
-            .parquet(*paths)
-        )
+            frame = last_change_per_key(frame, keys)
+        return _StepSource(frame, keys, staged_files, rows, changes)
 
     # -- target -------------------------------------------------------------------------------------
 
@@ -317,18 +391,31 @@ class TableApplier:
     def _columns(self, name: str) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
 
-    def _ensure_target(self, name: str, source: DataFrame, *, changelog: bool, step: TableStep) -> None:
-        """Create the table from the source's columns, or evolve its schema to take them."""
+    def _table_properties(self) -> str:
+        """The ``TBLPROPERTIES`` of a target the apply creates."""
+        return ", ".join(f"'{k}' = '{v}'" for k, v in {**TARGET_PROPERTIES, "cdc.source": self.table_name}.items())
+
+    def _ensure_target(
+        self,
+        name: str,
+        source: DataFrame,
+        *,
+        changelog: bool,
+        step: TableStep,
+        alterations: Sequence[ColumnAlteration] = (),
+    ) -> None:
+        """Create the table from the source's columns, or evolve its schema to take them: first the
+        renames and drops of the window's schema events, then added columns and widened types."""
         columns = [
-            (f.name, f.dataType.simpleString()) for f in source.schema.fields if changelog or f.name != OP_COLUMN
+            (f.name, f.dataType.simpleString())
+            for f in source.schema.fields
+            if f.name != PARTIAL_COLUMN and (changelog or f.name != OP_COLUMN)
         ]
         if changelog:
             columns.append((CHANGELOG_WINDOW_COLUMN, "int"))
         if not self._exists(name):
             self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
-            properties = ", ".join(
-                f"'{k}' = '{v}'" for k, v in {**TARGET_PROPERTIES, "cdc.source": self.table_name}.items()
-            )
+            properties = self._table_properties()
             partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})" if changelog else ""
             ddl = ", ".join(f"{quote(c)} {t}" for c, t in columns)
             self.spark.sql(
@@ -336,6 +423,11 @@ class TableApplier:
             )
             log.info("created %s", name)
             return
+        for alteration in alterations:
+            statement = alteration.sql(name)
+            log.info("%s: %s", self.table_name, statement)
+            self.spark.sql(statement)
+            self.report.schema_changes.append(statement)
         try:
             changes = plan_schema_changes(self._columns(name), columns, self.config.drop_dropped_columns)
         except UnsupportedSchemaChangeError as exc:
@@ -366,20 +458,13 @@ class TableApplier:
             )
         return f"in {where}. The table is stopped, the other tables go on: drop the target and re-snapshot the table"
 
-    def _merge(
-        self,
-        step: TableStep,
-        source: DataFrame,
-        keys: list[str],
-        properties: dict[str, str],
-        changes: DataFrame | None = None,
-        changed_rows: int = 0,
-    ) -> None:
-        """MERGE ``source`` (one row per key) into the target in one commit carrying ``properties``.
-        ``changes`` (``changed_rows`` rows, the staged rows ``source`` keeps the last change per key of)
-        gives the keys of a :class:`KeyFilter`."""
+    def _merge(self, step: TableStep, staged: _StepSource, properties: dict[str, str], changed_rows: int = 0) -> None:
+        """MERGE the step's rows (one per key) into the target in one commit carrying ``properties``.
+        Back-filled columns of rows the window does not change get their value in the same commit; the
+        staged rows (``changed_rows`` of them) give the keys of a :class:`KeyFilter`."""
         from pyspark.sql import functions as F
 
+        source, keys, changes = staged.frame, staged.keys, staged.rows
         target_columns = self._columns(self.target)
         source_names = {f.name.lower(): f.name for f in source.schema.fields}
 
@@ -388,37 +473,73 @@ class TableApplier:
             name = source_names.get(column.lower())
             return (F.lit(None) if name is None else F.col(quote(name))).cast(type_text).alias(column)
 
+        window_changes = staged.changes
         replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
-            isinstance(step, ApplyWindow) and step.truncate_seq is not None
+            window_changes is not None and window_changes.replaces_rows
         )
-        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+        backfills = () if window_changes is None or replace_rest else window_changes.backfills
+        temporal = temporal_keys(source, keys)
+        on = key_match(keys, temporal)
         args: dict[str, Any] = {}
         # With NOT MATCHED BY SOURCE the join is a full outer join: every target row takes part anyway.
-        if changes is not None and not replace_rest and key_filter_pays_off(self._target_rows(), changed_rows):
+        full_outer = replace_rest or bool(backfills)
+        if changes is not None and not full_outer and key_filter_pays_off(self._target_rows(), changed_rows):
             types = {c.lower(): t for c, t in target_columns}
             key_types = [types.get(k.lower(), "") for k in keys]
             if key_filter_applies(key_types) and all(k.lower() in source_names for k in keys):
                 key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
                 key_filter = self._key_filter(changes.select(*key_columns))
                 if key_filter is not None:
-                    on += " AND " + key_filter.condition("t", keys)
+                    condition = key_filter.condition("t", keys)
+                    if temporal:  # an invalid date's key is staged as NULL: such rows skip the filter
+                        condition = " OR ".join([condition, *(f"t.{quote(k)} IS NULL" for k in temporal)])
+                    on += f" AND ({condition})"
                     args[KeyFilter.PARAMETER] = key_filter.parameter()
         updates = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c, _ in target_columns)
         names = ", ".join(quote(c) for c, _ in target_columns)
         values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
+        untouched = ""
+        if replace_rest:
+            untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
+        elif backfills:
+            settings = []
+            for index, backfill in enumerate(backfills):
+                args[f"cdc_backfill_{index}"] = backfill.value
+                settings.append(f"t.{quote(backfill.column)} = :cdc_backfill_{index}")
+            untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
         view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
         statement = (
             f"MERGE INTO {self.target} t USING {view} s ON {on} "
             f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
             f"WHEN MATCHED THEN UPDATE SET {updates} "
-            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd' THEN INSERT ({names}) VALUES ({values})"
-            + (" WHEN NOT MATCHED BY SOURCE THEN DELETE" if replace_rest else "")
+            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd' THEN INSERT ({names}) VALUES ({values})" + untouched
         )
         source.select(*[projected(c, t) for c, t in target_columns], F.col(OP_COLUMN)).createOrReplaceTempView(view)
         try:
             with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement, args=args or None))
         finally:
             self.spark.catalog.dropTempView(view)
+
+    def _replace(self, step: TableStep, source: DataFrame, properties: dict[str, str]) -> None:
+        """Replace the target, schema and rows, by the step's rows in one commit (``CREATE OR REPLACE
+        TABLE ... AS SELECT``): readers see the old table or the new one, never a mix."""
+        from pyspark.sql import functions as F
+
+        columns = [c for c in source.columns if c not in (OP_COLUMN, PARTIAL_COLUMN)]
+        view = f"cdc_replace_{abs(hash((self.target, step.describe()))) % 10**9}"
+        source.where(F.col(OP_COLUMN) != F.lit("d")).select(
+            *[F.col(quote(c)) for c in columns]
+        ).createOrReplaceTempView(view)
+        statement = (
+            f"CREATE OR REPLACE TABLE {self.target} USING iceberg TBLPROPERTIES ({self._table_properties()}) "
+            f"AS SELECT * FROM {view}"
+        )
+        log.info("%s: %s replaces %s", self.table_name, step.describe(), self.target)
+        try:
+            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement))
+        finally:
+            self.spark.catalog.dropTempView(view)
+        self.report.schema_changes.append(f"replaced {self.target} ({step.describe()})")
 
     def _key_filter(self, keys: DataFrame) -> KeyFilter | None:
         """The :class:`KeyFilter` of ``keys`` (the key columns of every staged change, as the target's
@@ -432,17 +553,36 @@ class TableApplier:
     # -- steps --------------------------------------------------------------------------------------
 
     def run_step(self, step: TableStep) -> None:
-        """Evolve the schema, check the state is still ``step.before``, then MERGE with ``step.after``."""
-        source, keys, files, changes = self._source(step)
-        self._ensure_target(self.target, source, changelog=False, step=step)
+        """Evolve the schema, check the state is still ``step.before``, then MERGE with ``step.after``
+        (or replace the table in one commit: a table reset by DROP/CREATE, a re-load of a snapshot)."""
+        source = self._source(step)
+        changes = source.changes
+        replaces_table = self._exists(self.target) and (
+            (changes is not None and changes.reset_seq is not None)
+            or (
+                isinstance(step, LoadSnapshotChunks)
+                and step.replace
+                and step.before != AppliedState(step.before.pipeline)
+            )
+        )
+        if not replaces_table:
+            alterations = changes.alterations if changes is not None else ()
+            self._ensure_target(self.target, source.frame, changelog=False, step=step, alterations=alterations)
         state = self.read_state()
         if (state or AppliedState(self.config.pipeline)) != step.before:
             raise _StaleState(f"{self.target} moved to {state} while {step.describe()} was prepared")
-        self._merge(step, source, keys, step.after.to_summary(), changes, sum(f.rows for f in files))
-        for staged in files:  # staged rows by op (before keeping the last change per key)
+        if replaces_table:
+            self._replace(step, source.frame, step.after.to_summary())
+        else:
+            self._merge(step, source, step.after.to_summary(), sum(f.rows for f in source.files))
+        for staged in source.files:  # staged rows by op (before keeping the last change per key)
             for op, count in staged.op_counts.items():
                 if count:
                     self.report.rows[op] = self.report.rows.get(op, 0) + count
+        if changes is not None:
+            self.report.schema_changes += [_describe_event(event) for event in changes.applied_events]
+            if changes.rebuild is not None:
+                self.report.rebuild = step.after.rebuild_pending
         if isinstance(step, ApplyWindow):
             self.report.windows_applied.append(step.manifest.window_id)
         else:
@@ -509,12 +649,27 @@ class TableApplier:
         )
         for step in steps:
             assert isinstance(step, ApplyWindow)
-            files, _ = self._step_files(step)
-            frame = self._read_versions(files)
+            files, schemas = self._step_files(step)
+            table_schemas = [s for s in schemas if f"{s.database}.{s.table}" == self.table_name]
+            final = _final_version(step, table_schemas)
+            changes, final_ids = self._window_changes(step, final, changelog)
+            renames = None
+            if final_ids:
+                renames = {info.schema_version: version_renames(info.columns, final_ids) for info in table_schemas}
+            paths: dict[int, list[str]] = {}
+            for path, staged in files:
+                paths.setdefault(staged.schema_version, []).append(path)
+            frame = read_versions(self.spark, paths, renames)
             if frame is None:
                 continue
             frame = frame.withColumn(CHANGELOG_WINDOW_COLUMN, F.lit(step.manifest.window_id).cast("int"))
-            self._ensure_target(changelog, frame.drop(CHANGELOG_WINDOW_COLUMN), changelog=True, step=step)
+            self._ensure_target(
+                changelog,
+                frame.drop(CHANGELOG_WINDOW_COLUMN),
+                changelog=True,
+                step=step,
+                alterations=changes.alterations,
+            )
             columns = [c for c, _ in self._columns(changelog)]
             source_names = {f.name.lower() for f in frame.schema.fields}
             frame = frame.select(

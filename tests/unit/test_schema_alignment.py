@@ -129,3 +129,20 @@ def test_staged_values_survive_their_encoding(value: Any) -> None:
     assert decoded == value and type(decoded) is type(value)
     if isinstance(value, float):
         assert str(decoded) == str(value)  # -0.0 keeps its sign
+
+
+def test_renames_of_one_statement_happen_together() -> None:
+    # ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a: both at one seq.
+    events = [renamed(4, 2, "a", "b"), renamed(4, 3, "b", "a")]
+    changes = plan_window_changes(["id", "a", "b"], events, {1: "id", 2: "b", 3: "a"})
+    assert changes.alterations == (
+        ColumnAlteration("rename", "a", "__cdc_rename_0_a"),
+        ColumnAlteration("rename", "b", "__cdc_rename_1_b"),
+        ColumnAlteration("rename", "__cdc_rename_0_a", "b"),
+        ColumnAlteration("rename", "__cdc_rename_1_b", "a"),
+    )
+
+
+def test_a_change_of_case_only_is_one_rename() -> None:
+    changes = plan_window_changes(["id", "name"], [renamed(2, 2, "name", "Name")], {1: "id", 2: "Name"})
+    assert changes.alterations == (ColumnAlteration("rename", "name", "Name"),)
