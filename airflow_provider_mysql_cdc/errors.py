@@ -56,3 +56,7 @@ class PreflightFailedError(TerminalCdcError):
 class MissingPrivilegeError(TerminalCdcError):
     """Raised when the connection's account lacks a privilege a snapshot or capture needs; the message
     holds the GRANT statements."""
+
+
+class FrontierConflictError(TransientCdcError):
+    """Raised when a compare-and-set lost a race: someone else advanced the same record first."""

@@ -20,120 +20,19 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError, TransientCdcError
-
-#: Version of the tables below; bump with a migration in :meth:`FrontierStore.ensure_schema`.
-#: 2: ``cdc_snapshot_chunks`` (created on first use by an older store; no existing table changes).
-#: 3: ``cdc_snapshots`` (likewise).
-STORE_SCHEMA_VERSION = 3
-
-metadata = sa.MetaData()
-
-store_version_table = sa.Table(
-    "cdc_store_version",
+from airflow_provider_mysql_cdc.errors import FrontierConflictError as FrontierConflictError  # noqa: PLC0414  re-export
+from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
+from airflow_provider_mysql_cdc.store.schema_tracking import SchemaRecords
+from airflow_provider_mysql_cdc.store.tables import (
+    STORE_SCHEMA_VERSION,
     metadata,
-    sa.Column("version", sa.Integer, primary_key=True),
-    sa.Column("installed_at", sa.DateTime(timezone=True), nullable=False),
+    pipelines_table,
+    snapshot_chunks_table,
+    snapshots_table,
+    store_version_table,
+    table_frontiers_table,
+    windows_table,
 )
-
-pipelines_table = sa.Table(
-    "cdc_pipelines",
-    metadata,
-    sa.Column("pipeline", sa.String(200), primary_key=True),
-    sa.Column("initial_frontier", sa.Text, nullable=False),
-    sa.Column("capture_frontier", sa.Text, nullable=False),
-    sa.Column("revision", sa.Integer, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-windows_table = sa.Table(
-    "cdc_windows",
-    metadata,
-    sa.Column("pipeline", sa.String(200), primary_key=True),
-    sa.Column("window_id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("run_id", sa.String(250), nullable=False),
-    sa.Column("lower", sa.Text, nullable=False),
-    sa.Column("upper", sa.Text, nullable=True),
-    sa.Column("cutoff_rule", sa.String(32), nullable=False),
-    sa.Column("cutoff_value", sa.Text, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("manifest_uri", sa.Text, nullable=True),
-    sa.Column("counts", sa.Text, nullable=True),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
-    sa.UniqueConstraint("pipeline", "run_id", name="uq_cdc_windows_run"),
-)
-
-table_frontiers_table = sa.Table(
-    "cdc_table_frontiers",
-    metadata,
-    sa.Column("pipeline", sa.String(200), primary_key=True),
-    sa.Column("table_name", sa.String(400), primary_key=True),
-    sa.Column("kind", sa.String(32), primary_key=True),
-    sa.Column("frontier", sa.Text, nullable=False),
-    sa.Column("revision", sa.Integer, nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-schema_history_table = sa.Table(
-    "cdc_schema_history",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("pipeline", sa.String(200), nullable=False),
-    sa.Column("table_name", sa.String(400), nullable=False),
-    sa.Column("schema_version", sa.Integer, nullable=False),
-    sa.Column("fingerprint", sa.String(64), nullable=False),
-    sa.Column("columns", sa.Text, nullable=False),
-    sa.Column("gtid", sa.String(200), nullable=True),
-    sa.Column("statement", sa.Text, nullable=True),
-    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
-    sa.UniqueConstraint("pipeline", "table_name", "fingerprint", name="uq_cdc_schema_fingerprint"),
-)
-
-ddl_history_table = sa.Table(
-    "cdc_ddl_history",
-    metadata,
-    sa.Column("pipeline", sa.String(200), primary_key=True),
-    sa.Column("gtid", sa.String(200), primary_key=True),
-    sa.Column("database_name", sa.String(200), nullable=False),
-    sa.Column("statement", sa.Text, nullable=False),
-    sa.Column("window_id", sa.Integer, nullable=False),
-    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-
-snapshot_chunks_table = sa.Table(
-    "cdc_snapshot_chunks",
-    metadata,
-    sa.Column("pipeline", sa.String(200), primary_key=True),
-    sa.Column("snapshot_id", sa.String(200), primary_key=True),
-    sa.Column("table_name", sa.String(400), primary_key=True),
-    sa.Column("chunk_no", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("chunk", sa.Text, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("frontier", sa.Text, nullable=True),
-    sa.Column("manifest_uri", sa.Text, nullable=True),
-    sa.Column("rows", sa.BigInteger, nullable=True),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-)
-
-
-snapshots_table = sa.Table(
-    "cdc_snapshots",
-    metadata,
-    sa.Column("pipeline", sa.String(200), primary_key=True),
-    sa.Column("snapshot_id", sa.String(200), primary_key=True),
-    sa.Column("run_id", sa.String(250), nullable=False),
-    #: JSON list of the ``db.table`` names the snapshot reads.
-    sa.Column("tables", sa.Text, nullable=False),
-    #: Capture applies this snapshot's hand-off to windows from this id on.
-    sa.Column("handoff_window", sa.Integer, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.UniqueConstraint("pipeline", "run_id", name="uq_cdc_snapshots_run"),
-)
-
 
 #: ``cdc_table_frontiers.kind`` of the GTID set a table's target holds (recorded after each apply).
 APPLIED_FRONTIER = "applied"
@@ -141,10 +40,6 @@ APPLIED_FRONTIER = "applied"
 
 class FrontierStoreError(TerminalCdcError):
     """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
-
-
-class FrontierConflictError(TransientCdcError):
-    """Raised when a compare-and-set lost a race: someone else advanced the same record first."""
 
 
 class UnknownPipelineError(TerminalCdcError):
@@ -249,7 +144,7 @@ def _parse_stored(text: str | None, what: str, column: str, restore_from: str) -
         ) from None
 
 
-class FrontierStore:
+class FrontierStore(SchemaRecords):
     """Access to the metadata tables through one SQLAlchemy engine."""
 
     def __init__(self, engine: Engine) -> None:
@@ -757,80 +652,3 @@ class FrontierStore:
                 continue  # another apply recorded concurrently: re-read and compare again
             return upper
         raise FrontierConflictError(f"pipeline {pipeline!r}: applied frontier of {table_name} keeps changing")
-
-    def schema_version(
-        self, pipeline: str, table_name: str, fingerprint: str, columns: list[dict[str, Any]], gtid: str | None
-    ) -> int:
-        """The version number of a table schema (by fingerprint), assigning the next one on first sight.
-
-        Parallel snapshot chunks of a new table meet the same schema at once: when another writer
-        recorded it first, its number is returned; only a different schema taking the same number
-        concurrently raises :class:`FrontierConflictError` (retry).
-        """
-        select = sa.select(schema_history_table.c.schema_version).where(
-            schema_history_table.c.pipeline == pipeline,
-            schema_history_table.c.table_name == table_name,
-            schema_history_table.c.fingerprint == fingerprint,
-        )
-        try:
-            with self._transaction() as connection:
-                version = connection.execute(select).scalar()
-                if version is not None:
-                    return int(version)
-                latest = connection.execute(
-                    sa.select(sa.func.max(schema_history_table.c.schema_version)).where(
-                        schema_history_table.c.pipeline == pipeline, schema_history_table.c.table_name == table_name
-                    )
-                ).scalar()
-                new_version = int(latest or 0) + 1
-                connection.execute(
-                    schema_history_table.insert().values(
-                        pipeline=pipeline,
-                        table_name=table_name,
-                        schema_version=new_version,
-                        fingerprint=fingerprint,
-                        columns=json.dumps(columns, sort_keys=True),
-                        gtid=gtid,
-                        recorded_at=_now(),
-                    )
-                )
-        except (sa.exc.IntegrityError, sa.exc.OperationalError) as exc:
-            with self._transaction() as connection:
-                version = connection.execute(select).scalar()
-            if version is not None:
-                return int(version)
-            raise FrontierConflictError(
-                f"pipeline {pipeline!r}: another schema of {table_name} was recorded concurrently "
-                f"({type(exc).__name__}); retry"
-            ) from None
-        return new_version
-
-    def record_ddl(self, pipeline: str, gtid: str, database: str, statement: str, window_id: int) -> None:
-        """Record a DDL statement seen in the binlog (once per GTID)."""
-        with self._transaction() as connection:
-            exists = connection.execute(
-                sa.select(ddl_history_table.c.gtid).where(
-                    ddl_history_table.c.pipeline == pipeline, ddl_history_table.c.gtid == gtid
-                )
-            ).first()
-            if exists is None:
-                connection.execute(
-                    ddl_history_table.insert().values(
-                        pipeline=pipeline,
-                        gtid=gtid,
-                        database_name=database,
-                        statement=statement,
-                        window_id=window_id,
-                        recorded_at=_now(),
-                    )
-                )
-
-    def ddl_history(self, pipeline: str) -> list[dict[str, Any]]:
-        """DDL statements recorded for the pipeline, in recording order."""
-        with self._transaction() as connection:
-            rows = connection.execute(
-                sa.select(ddl_history_table)
-                .where(ddl_history_table.c.pipeline == pipeline)
-                .order_by(ddl_history_table.c.window_id, ddl_history_table.c.recorded_at)
-            ).all()
-        return [dict(row._mapping) for row in rows]

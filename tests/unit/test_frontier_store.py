@@ -142,7 +142,7 @@ def test_a_version_1_store_gains_the_snapshot_tables(store_url: str) -> None:
     store.plan_snapshot_table("p", "000001", "db.t", ["{}"])
     with engine.begin() as connection:
         versions = sorted(row.version for row in connection.execute(sa.select(store_version_table.c.version)))
-    assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 3
+    assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 4
 
 
 def test_parallel_writers_of_a_new_schema_agree_on_its_version(store_url: str) -> None:
@@ -167,3 +167,43 @@ def test_parallel_writers_of_a_new_schema_agree_on_its_version(store_url: str) -
         thread.join()
     assert errors == []
     assert results == [1] * 6
+
+
+# -- tracked schemas and rebuild requests ---------------------------------------------------------
+
+
+@pytest.fixture
+def store(store_url: str) -> FrontierStore:
+    return FrontierStore.from_url(store_url)
+
+
+def test_the_tracked_schema_at_a_window_start_is_the_last_one_before_it(store: FrontierStore) -> None:
+    store.record_tracked_schema("p", "db.t", 1, 5, "table_map", '{"v": 1}')
+    store.record_tracked_schema("p", "db.t", 2, 9, "ddl", '{"v": 2}')
+    store.record_tracked_schema("p", "db.t", 4, -1, "snapshot:000002", '{"v": 3}')
+    store.record_tracked_schema("p", "db.u", 2, 3, "ddl", None)
+    assert store.tracked_schemas_before("p", 1) == {}
+    assert store.tracked_schemas_before("p", 2)["db.t"].schema == '{"v": 1}'
+    at3 = store.tracked_schemas_before("p", 3)
+    assert at3["db.t"].schema == '{"v": 2}' and at3["db.u"].schema is None
+    assert store.tracked_schemas_before("p", 4)["db.t"].source == "snapshot:000002"
+    store.record_tracked_schema("p", "db.t", 2, 9, "ddl", '{"v": 22}')  # the same point again: replaced
+    assert store.tracked_schemas_before("p", 3)["db.t"].schema == '{"v": 22}'
+
+
+def test_a_window_re_read_from_its_start_forgets_what_its_capture_recorded(store: FrontierStore) -> None:
+    store.record_tracked_schema("p", "db.t", 2, 9, "ddl", '{"v": 2}')
+    store.record_tracked_schema("p", "db.t", 3, -1, "snapshot:000002", '{"v": 3}')
+    store.record_tracked_schema("p", "db.t", 3, 4, "ddl", '{"v": 4}')
+    store.record_rebuild_request("p", "db.t", 3, 7, "u:7", "MODIFY f2 INT")
+    store.record_rebuild_request("p", "db.t", 2, 7, "u:5", "RENAME TABLE")
+    store.forget_captured_schemas("p", 3)
+    assert store.tracked_schemas_before("p", 4)["db.t"].source == "snapshot:000002"
+    assert [r.window_id for r in store.rebuild_requests("p")] == [2]
+
+
+def test_a_rebuild_request_is_recorded_once_per_window(store: FrontierStore) -> None:
+    store.record_rebuild_request("p", "db.t", 3, 7, "u:7", "first")
+    store.record_rebuild_request("p", "db.t", 3, 9, "u:9", "second")
+    (request,) = store.rebuild_requests("p")
+    assert (request.seq, request.reason) == (7, "first")
