@@ -53,9 +53,13 @@ from airflow_provider_mysql_cdc.apply.schema_alignment import (
     version_renames,
 )
 from airflow_provider_mysql_cdc.apply.staged_rows import (
+    PARTIAL_COLUMN,
+    apply_pending_json_diffs,
+    fold_partial_rows,
     key_match,
     last_change_per_key,
     read_versions,
+    sql_string,
     temporal_keys,
     window_rows,
 )
@@ -97,8 +101,6 @@ TARGET_PROPERTIES = {
 }
 #: The staged column that only drives the MERGE (it is kept in changelog tables).
 OP_COLUMN = "_cdc_op"
-#: The staged column that marks partial row images; resolved before the MERGE, never in a target.
-PARTIAL_COLUMN = "_cdc_partial"
 #: Changelog tables are partitioned by this column (the window id), so re-writing a window
 #: replaces exactly its partition.
 CHANGELOG_WINDOW_COLUMN = "_cdc_window_id"
@@ -189,6 +191,26 @@ def _final_version(step: ApplyWindow, table_schemas: Sequence[SchemaVersionInfo]
         if version is not None and version in by_version:
             return by_version[version]
     return None
+
+
+def _updated_value(column: str, partial: bool) -> str:
+    """The MERGE's new value of a target column: the staged one, or the target's own where a partial row
+    image lacks the column."""
+    staged = f"s.{quote(column)}"
+    if not partial:
+        return staged
+    absent = f"s.{PARTIAL_COLUMN} IS NOT NULL AND map_contains_key(s.{PARTIAL_COLUMN}, {sql_string(column)})"
+    return f"CASE WHEN {absent} THEN t.{quote(column)} ELSE {staged} END"
+
+
+def _json_columns(final: SchemaVersionInfo | None, columns: Sequence[str]) -> list[str]:
+    """The staged columns that hold MySQL JSON documents."""
+    present = set(columns)
+    return [
+        str(column["name"])
+        for column in (final.columns if final is not None else ())
+        if str(column.get("mysql_type", "")).startswith("json") and column["name"] in present
+    ]
 
 
 def _describe_event(event: SchemaEvent) -> str:
@@ -346,7 +368,12 @@ class TableApplier:
         if changes is not None:
             frame = window_rows(frame, changes)
         rows = frame
-        if isinstance(step, ApplyWindow):
+        if isinstance(step, ApplyWindow) and any(f.partial_rows for f in staged_files):
+            json_columns = _json_columns(final, frame.columns)
+            frame = fold_partial_rows(frame, keys, json_columns)
+            if json_columns and self._exists(self.target):
+                frame = apply_pending_json_diffs(frame, self.spark.table(self.target), keys, json_columns)
+        elif isinstance(step, ApplyWindow):
             frame = last_change_per_key(frame, keys)
         return _StepSource(frame, keys, staged_files, rows, changes)
 
@@ -495,9 +522,12 @@ class TableApplier:
                         condition = " OR ".join([condition, *(f"t.{quote(k)} IS NULL" for k in temporal)])
                     on += f" AND ({condition})"
                     args[KeyFilter.PARAMETER] = key_filter.parameter()
-        updates = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c, _ in target_columns)
+        partial = PARTIAL_COLUMN in source_names
+        updates = ", ".join(f"t.{quote(c)} = {_updated_value(c, partial)}" for c, _ in target_columns)
         names = ", ".join(quote(c) for c, _ in target_columns)
         values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
+        # A partial row whose key the target lacks has nothing to complete it: it is not inserted.
+        complete = f" AND s.{PARTIAL_COLUMN} IS NULL" if partial else ""
         untouched = ""
         if replace_rest:
             untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
@@ -512,9 +542,10 @@ class TableApplier:
             f"MERGE INTO {self.target} t USING {view} s ON {on} "
             f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
             f"WHEN MATCHED THEN UPDATE SET {updates} "
-            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd' THEN INSERT ({names}) VALUES ({values})" + untouched
+            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd'{complete} THEN INSERT ({names}) VALUES ({values})" + untouched
         )
-        source.select(*[projected(c, t) for c, t in target_columns], F.col(OP_COLUMN)).createOrReplaceTempView(view)
+        extra = [F.col(OP_COLUMN), *([F.col(PARTIAL_COLUMN)] if partial else [])]
+        source.select(*[projected(c, t) for c, t in target_columns], *extra).createOrReplaceTempView(view)
         try:
             with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement, args=args or None))
         finally:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.apply.plan import quote
 from airflow_provider_mysql_cdc.apply.schema_alignment import WindowTableChanges
@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 #: Spark types of key columns that may hold zero or invalid dates (staged NULL + text).
 TEMPORAL_TYPES = frozenset({"date", "timestamp", "timestamp_ntz"})
 SEQ_COLUMN = "_cdc_seq"
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal of ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def read_staged(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
@@ -90,7 +95,7 @@ def _invalid_text(alias: str | None, key: str) -> Column:
     from pyspark.sql import functions as F
 
     prefix = f"{alias}." if alias else ""
-    return F.expr(f"try_element_at({prefix}{quote(INVALID_VALUES_COLUMN)}, '{key.replace(chr(39), chr(39) * 2)}')")
+    return F.expr(f"try_element_at({prefix}{quote(INVALID_VALUES_COLUMN)}, {sql_string(key)})")
 
 
 def last_change_per_key(frame: DataFrame, keys: Sequence[str]) -> DataFrame:
@@ -112,7 +117,7 @@ def key_match(keys: Sequence[str], temporal: Sequence[str], target: str = "t", s
     for key in keys:
         column = quote(key)
         if key in temporal:
-            text = f"'{key.replace(chr(39), chr(39) * 2)}'"
+            text = sql_string(key)
             parts.append(
                 f"{target}.{column} <=> {source}.{column} AND "
                 f"try_element_at({target}.{quote(INVALID_VALUES_COLUMN)}, {text}) <=> "
@@ -121,3 +126,150 @@ def key_match(keys: Sequence[str], temporal: Sequence[str], target: str = "t", s
         else:
             parts.append(f"{target}.{column} = {source}.{column}")
     return " AND ".join(parts)
+
+
+# -- partial row images ---------------------------------------------------------------------------
+
+#: Staged map of a partial row image: column -> "" (absent: the previous value stays) or the JSON diff
+#: list to apply to the previous value (see decoding.json_diff); NULL when the image is complete.
+PARTIAL_COLUMN = "_cdc_partial"
+OP_COLUMN = "_cdc_op"
+
+
+def fold_partial_rows(frame: DataFrame, keys: Sequence[str], json_columns: Sequence[str] = ()) -> DataFrame:
+    """One row per key, as :func:`last_change_per_key`, for a window whose rows include partial images
+    (``binlog_row_image`` MINIMAL or NOBLOB, ``binlog_row_value_options=PARTIAL_JSON``).
+
+    A key's last complete change (an insert, a delete, or an update with every column) is its base;
+    each column takes its value from the last row since the base that has it; JSON diffs staged after
+    that value are applied to it in order. A column that no row since the base has (and no base) stays
+    marked in ``_cdc_partial``: the MERGE keeps the target's value (and applies the JSON diffs staged
+    for it, see :func:`apply_pending_json_diffs`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    partition = [F.col(quote(k)) for k in keys]
+    if INVALID_VALUES_COLUMN in frame.columns:
+        partition += [_invalid_text(None, k) for k in temporal_keys(frame, keys)]
+    partial = F.col(PARTIAL_COLUMN)
+    is_base = F.col(OP_COLUMN).isin("c", "d") | partial.isNull()
+    whole_key = Window.partitionBy(*partition)
+    frame = frame.withColumn("__cdc_base", F.max(F.when(is_base, F.col(SEQ_COLUMN))).over(whole_key))
+    frame = frame.where(F.col("__cdc_base").isNull() | (F.col(SEQ_COLUMN) >= F.col("__cdc_base")))
+    ordered = whole_key.orderBy(F.col(SEQ_COLUMN)).rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    columns = [c for c in frame.columns if not c.startswith("_cdc_") and c != "__cdc_base"]
+    still_absent = []
+    for column in columns:
+        name = sql_string(column)
+        present = partial.isNull() | ~F.expr(f"map_contains_key({PARTIAL_COLUMN}, {name})")
+        seq_and_value = F.struct(F.col(SEQ_COLUMN).alias("seq"), F.col(quote(column)).alias("v"))
+        frame = frame.withColumn(
+            f"__cdc_last_{column}", F.last(F.when(present, seq_and_value), ignorenulls=True).over(ordered)
+        )
+        value = F.col(f"__cdc_last_{column}.v")
+        if column in json_columns:
+            diffs = F.collect_list(
+                F.when(
+                    ~present & (F.expr(f"{PARTIAL_COLUMN}[{name}]") != F.lit("")),
+                    F.struct(F.col(SEQ_COLUMN).alias("seq"), F.expr(f"{PARTIAL_COLUMN}[{name}]").alias("diffs")),
+                )
+            ).over(ordered)
+            after = F.filter(diffs, _staged_after(F.col(f"__cdc_last_{column}.seq")))
+            pending = F.transform(F.array_sort(after), lambda d: d["diffs"])
+            has_value = F.col(f"__cdc_last_{column}").isNotNull()
+            value = F.when(has_value & (F.size(pending) > 0), _json_diff_udf()(value, pending)).otherwise(value)
+            # No value since the base: the diffs apply to the target's value (apply_pending_json_diffs).
+            kept = F.when(F.size(pending) > 0, F.to_json(pending)).otherwise(F.lit(""))
+            still_absent.append(F.when(~has_value, F.struct(F.lit(column).alias("k"), kept.alias("v"))))
+        else:
+            still_absent.append(
+                F.when(F.col(f"__cdc_last_{column}").isNull(), F.struct(F.lit(column).alias("k"), F.lit("").alias("v")))
+            )
+        frame = frame.withColumn(f"__cdc_value_{column}", value)
+    absent = F.filter(F.array(*still_absent), lambda entry: entry.isNotNull())
+    frame = frame.withColumn(
+        "__cdc_partial", F.when(F.size(absent) > 0, F.map_from_entries(absent)).otherwise(F.lit(None))
+    )
+    frame = last_change_per_key(frame, keys)
+    frame = frame.select(
+        *[F.col(f"__cdc_value_{c}").alias(c) for c in columns],
+        *[F.col(quote(c)) for c in frame.columns if c.startswith("_cdc_") and c != PARTIAL_COLUMN],
+        F.col("__cdc_partial").cast("map<string,string>").alias(PARTIAL_COLUMN),
+    )
+    return frame
+
+
+def _staged_after(last_seq: Column) -> Any:
+    """A predicate on staged diff lists: staged after ``last_seq`` (all of them when it is NULL)."""
+    from pyspark.sql import functions as F
+
+    return lambda diff: F.coalesce(diff["seq"] > last_seq, F.lit(True))
+
+
+def _apply_staged_diffs(document: str | None, staged: list[str] | None) -> str | None:
+    """JSON text after the staged diff lists, in order (runs in Spark's Python workers, for every row a
+    ``CASE`` around it may select: total, a NULL document stays NULL; MySQL logs no diff for one)."""
+    from airflow_provider_mysql_cdc.decoding.json_diff import apply_json_diffs, diffs_from_text
+
+    if not staged or document is None:
+        return document
+    return apply_json_diffs(document, [diff for text in staged for diff in diffs_from_text(text)])
+
+
+def _apply_folded_diffs(document: str | None, folded: str | None) -> str | None:
+    """:func:`_apply_staged_diffs` for the JSON array of diff lists :func:`fold_partial_rows` leaves."""
+    import json
+
+    return _apply_staged_diffs(document, json.loads(folded) if folded else None)
+
+
+def _json_diff_udf() -> Any:
+    """A Spark UDF: (JSON text, list of staged diff lists) -> the text after the diffs, in order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    return F.udf(_apply_staged_diffs, StringType())
+
+
+def apply_pending_json_diffs(
+    frame: DataFrame, target: DataFrame, keys: Sequence[str], json_columns: Sequence[str]
+) -> DataFrame:
+    """Folded rows whose JSON columns still carry diffs for the target's value (an update logged with
+    both a minimal row image and partial JSON: the before image lacks the document) get the target's
+    value with the diffs applied; those columns are then no longer partial."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    if not json_columns:
+        return frame
+    temporal = temporal_keys(frame, keys)
+    wanted = [*keys, *json_columns, *([INVALID_VALUES_COLUMN] if temporal else [])]
+    base = target.select(*[F.col(quote(c)).alias(f"__cdc_t_{c}") for c in wanted])
+    condition = " AND ".join(
+        f"s.{quote(k)} <=> `__cdc_t_{k}`"
+        + (
+            f" AND try_element_at(s.{quote(INVALID_VALUES_COLUMN)}, {sql_string(k)}) <=> "
+            f"try_element_at(`__cdc_t_{INVALID_VALUES_COLUMN}`, {sql_string(k)})"
+            if k in temporal
+            else ""
+        )
+        for k in keys
+    )
+    joined = frame.alias("s").join(base, F.expr(condition), "left")
+    apply = F.udf(_apply_folded_diffs, StringType())
+    values = {}
+    for column in json_columns:
+        staged = F.expr(f"try_element_at(s.{PARTIAL_COLUMN}, {sql_string(column)})")
+        pending = staged.isNotNull() & (staged != F.lit(""))
+        values[column] = F.when(pending, apply(F.col(f"`__cdc_t_{column}`"), staged)).otherwise(
+            F.col(f"s.{quote(column)}")
+        )
+    names = ", ".join(sql_string(c) for c in json_columns)
+    resolved = F.expr(f"map_filter(s.{PARTIAL_COLUMN}, (k, v) -> NOT (k IN ({names}) AND v <> ''))")
+    partial = F.when(F.size(resolved) > 0, resolved).otherwise(F.lit(None).cast("map<string,string>"))
+    return joined.select(
+        *[
+            values[c].alias(c) if c in values else partial.alias(c) if c == PARTIAL_COLUMN else F.col(f"s.{quote(c)}")
+            for c in frame.columns
+        ]
+    )
