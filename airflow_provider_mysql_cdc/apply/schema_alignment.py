@@ -134,18 +134,19 @@ class _TargetColumns:
 
 
 def _cut_points(events: Sequence[SchemaEvent]) -> tuple[list[SchemaEvent], SchemaEvent | None, int | None, int | None]:
-    """The events that shape the target, the first ``rebuild`` (nothing after it counts), and the last
-    reset and TRUNCATE (nothing before a reset counts; a TRUNCATE before it is moot)."""
-    ordered = sorted(events, key=lambda event: event.seq)
+    """The events that shape the target, the ``rebuild`` that ends what is applied, and the last reset
+    and TRUNCATE. Nothing before the last reset counts (the table was dropped, renamed away or created
+    anew: a rebuild it was waiting for is moot); nothing after the first rebuild that follows counts."""
+    ordered = sorted(events, key=lambda event: event.seq)  # stable: a statement's events keep their order
+    resets = [index for index, event in enumerate(ordered) if event.kind == RESET]
+    reset_seq = None
+    if resets:
+        reset_seq = ordered[resets[-1]].seq
+        ordered = ordered[resets[-1] + 1 :]
     rebuild = next((event for event in ordered if event.kind == REBUILD), None)
     if rebuild is not None:
-        ordered = [event for event in ordered if event.seq < rebuild.seq]
-    reset_seq = max((event.seq for event in ordered if event.kind == RESET), default=None)
+        ordered = ordered[: ordered.index(rebuild)]
     truncate_seq = max((event.seq for event in ordered if event.kind == TRUNCATED), default=None)
-    if reset_seq is not None:
-        ordered = [event for event in ordered if event.seq > reset_seq]
-        if truncate_seq is not None and truncate_seq < reset_seq:
-            truncate_seq = None
     return ordered, rebuild, reset_seq, truncate_seq
 
 

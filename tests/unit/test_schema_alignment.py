@@ -146,3 +146,17 @@ def test_renames_of_one_statement_happen_together() -> None:
 def test_a_change_of_case_only_is_one_rename() -> None:
     changes = plan_window_changes(["id", "name"], [renamed(2, 2, "name", "Name")], {1: "id", 2: "Name"})
     assert changes.alterations == (ColumnAlteration("rename", "name", "Name"),)
+
+
+def test_a_reset_after_a_rebuild_makes_the_rebuild_moot() -> None:
+    # The table waited for a rebuild, then was dropped and created anew: the new table is followed.
+    events = [event("rebuild", 2, reason="MODIFY"), event("reset", 5), added(7, 3, "x", "v")]
+    changes = plan_window_changes(["id"], events, {1: "id", 3: "x"})
+    assert changes.rebuild is None and changes.reset_seq == 5
+    assert changes.backfills == (ColumnBackfill("x", 7, "v"),)
+
+
+def test_a_table_renamed_onto_an_existing_name_waits_for_its_rebuild() -> None:
+    # RENAME TABLE a TO b, b TO a: at one seq, the old a is gone and the new a must be re-read.
+    changes = plan_window_changes(["id"], [event("reset", 4), event("rebuild", 4, reason="renamed")], {1: "id"})
+    assert changes.reset_seq == 4 and changes.rebuild is not None and changes.first_excluded_seq == 4
