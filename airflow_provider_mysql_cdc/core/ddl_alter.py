@@ -178,13 +178,7 @@ class _AlterBuilder:
         names = [column.name.lower() for column in columns]
         if len(set(names)) != len(names):
             raise ModelMismatch("two columns with the same name")
-        return [self.not_null_if_auto_increment(column) for column in columns]
-
-    @staticmethod
-    def not_null_if_auto_increment(column: TrackedColumn) -> TrackedColumn:
-        if column.definition.auto_increment and column.definition.nullable:
-            return TrackedColumn(column.column_id, dataclasses.replace(column.definition, nullable=False))
-        return column
+        return columns
 
     def table_id(self, name: str) -> int:
         column = self.table.column(name)

@@ -116,6 +116,8 @@ def _definition_from_json(data: Mapping[str, Any]) -> ColumnDefinition:
 def resolve_column(definition: ColumnDefinition, charset: str | None, collation: str | None) -> ColumnDefinition:
     """``definition`` with its character set and collation resolved against the table defaults
     (``charset``/``collation``, None when unknown) and ``TEXT(n)`` made a concrete type."""
+    if definition.auto_increment and definition.nullable:  # MySQL makes AUTO_INCREMENT columns NOT NULL
+        definition = dataclasses.replace(definition, nullable=False)
     if not uses_charset(definition):
         return dataclasses.replace(definition, charset=None, collation=None, binary_collation=False)
     if charset is None and collation is not None:

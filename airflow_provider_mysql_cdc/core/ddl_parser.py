@@ -264,8 +264,7 @@ class _Parser:
                 cursor.expect_word("NOT")
                 cursor.expect_word("EXISTS")
             database = cursor.identifier()
-            self.rest_text()
-            return DatabaseDdl("create", database)
+            return self.finish(DatabaseDdl("create", database, *self.database_options()))
         if cursor.at_word("UNIQUE", "FULLTEXT", "SPATIAL", "INDEX"):
             return self.create_index()
         temporary = bool(cursor.accept_word("TEMPORARY"))
@@ -329,6 +328,28 @@ class _Parser:
                 start_transaction=start_transaction,
             )
         )
+
+    def database_options(self) -> tuple[str | None, str | None]:
+        """CREATE/ALTER DATABASE options; returns the (character set, collation) they set."""
+        cursor = self.cursor
+        charset = collation = None
+        while not cursor.at_end():
+            cursor.accept_word("DEFAULT")
+            if cursor.accept_words("CHARACTER", "SET") or cursor.accept_word("CHARSET"):
+                cursor.accept_punct("=")
+                charset = charset_name(cursor.name_or_string())
+            elif cursor.accept_word("COLLATE"):
+                cursor.accept_punct("=")
+                collation = collation_name(cursor.name_or_string())
+            elif cursor.accept_word("ENCRYPTION"):
+                cursor.accept_punct("=")
+                cursor.string()
+            elif cursor.accept_words("READ", "ONLY"):
+                cursor.accept_punct("=")
+                cursor.next()
+            else:
+                raise cursor.error("unknown database option")
+        return charset, collation
 
     def at_query_in_parentheses(self) -> bool:
         return self.cursor.peek(1).is_word("SELECT", "WITH", "TABLE", "VALUES")
@@ -431,8 +452,7 @@ class _Parser:
                 "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "ENCRYPTION", "READ"
             ):
                 database = cursor.identifier()
-            self.rest_text()
-            return DatabaseDdl("alter", database)
+            return self.finish(DatabaseDdl("alter", database, *self.database_options()))
         cursor.accept_word("ONLINE", "OFFLINE")
         cursor.accept_word("IGNORE")
         cursor.expect_word("TABLE")

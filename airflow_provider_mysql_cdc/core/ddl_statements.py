@@ -308,10 +308,13 @@ class IndexDdl:
 
 @dataclass(frozen=True)
 class DatabaseDdl:
-    """``CREATE``/``DROP``/``ALTER DATABASE`` (or ``SCHEMA``)."""
+    """``CREATE``/``DROP``/``ALTER DATABASE`` (or ``SCHEMA``); ``charset``/``collation``: the defaults it
+    sets for tables created later (None: not set by this statement)."""
 
     kind: Literal["create", "drop", "alter"]
     database: str
+    charset: str | None = None
+    collation: str | None = None
 
 
 @dataclass(frozen=True)

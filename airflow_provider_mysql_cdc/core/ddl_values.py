@@ -36,7 +36,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.ddl_columns import LOB_BYTES
@@ -44,6 +44,8 @@ from airflow_provider_mysql_cdc.core.ddl_statements import CHARACTER_TYPES, Colu
 
 #: Largest DECIMAL precision staged as Decimal (core.types.DECIMAL128_MAX_PRECISION); wider: exact text.
 DECIMAL_MAX_STAGED_PRECISION = 38
+#: Enough digits for DECIMAL(65,30) and any literal rounded to it.
+_DECIMALS = Context(prec=200)
 _INTEGER_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
 _PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
 _INTEGER_TEXT = re.compile(r"[-+]?\d+")
@@ -164,7 +166,7 @@ def _exact_number(default: DefaultValue) -> Decimal:
 def _integer(column: ColumnDefinition, default: DefaultValue) -> int:
     if default.kind == "string" and not _INTEGER_TEXT.fullmatch(default.text):
         raise NotExact(f"string {default.text!r} into an integer column")
-    value = int(_exact_number(default).to_integral_value(ROUND_HALF_UP))
+    value = int(_exact_number(default).to_integral_value(ROUND_HALF_UP, _DECIMALS))
     bits = _INTEGER_BITS[column.mysql_type]
     low, high = (0, 2**bits - 1) if column.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     if not low <= value <= high:
@@ -174,7 +176,7 @@ def _integer(column: ColumnDefinition, default: DefaultValue) -> int:
 
 def _decimal_of(default: DefaultValue, column: ColumnDefinition) -> Decimal:
     assert column.precision is not None and column.scale is not None
-    value = _exact_number(default).quantize(Decimal(1).scaleb(-column.scale), ROUND_HALF_UP)
+    value = _exact_number(default).quantize(Decimal(1).scaleb(-column.scale), ROUND_HALF_UP, _DECIMALS)
     if value == 0:
         value = abs(value)
     if len(value.as_tuple().digits) > column.precision and value != 0:
@@ -186,7 +188,7 @@ def _decimal_of(default: DefaultValue, column: ColumnDefinition) -> Decimal:
 
 def _staged_decimal(value: Decimal, column: ColumnDefinition) -> Decimal | str:
     assert column.scale is not None
-    value = value.quantize(Decimal(1).scaleb(-column.scale))
+    value = value.quantize(Decimal(1).scaleb(-column.scale), context=_DECIMALS)
     return value if (column.precision or 0) <= DECIMAL_MAX_STAGED_PRECISION else format(value, "f")
 
 

@@ -120,29 +120,38 @@ def _literal_expression_value(column: ColumnDefinition, text: str, truncate_frac
 
 # -- retype classification --------------------------------------------------------------------------
 
-_WIDENING_CHARSETS = {("utf8mb3", "utf8mb4"), ("ascii", "utf8mb4"), ("ascii", "utf8mb3"), ("ascii", "latin1")}
+#: Character set changes that keep every character (MySQL's latin1 is cp1252 plus the five C1 controls
+#: cp1252 leaves undefined, all in the BMP; capture decodes latin1 with that same table).
+_WIDENING_CHARSETS = {
+    ("utf8mb3", "utf8mb4"),
+    ("ascii", "utf8mb4"),
+    ("ascii", "utf8mb3"),
+    ("ascii", "latin1"),
+    ("latin1", "utf8mb4"),
+    ("latin1", "utf8mb3"),
+}
 
 
-def _text_capacity_chars(column: ColumnDefinition) -> tuple[int | None, int | None]:
-    """(max characters, max bytes) a character column holds (None: unbounded in that unit or unknown)."""
-    if column.mysql_type in ("char", "varchar"):
-        per_char = max_bytes_per_char(column.charset)
-        return column.length, None if per_char is None or column.length is None else column.length * per_char
-    return None, LOB_BYTES.get(column.mysql_type)
+def _max_bytes_after(old: ColumnDefinition, new: ColumnDefinition) -> int | None:
+    """The largest byte length a value of ``old`` has in ``new``'s character set (None: unknown)."""
+    if old.mysql_type in ("char", "varchar"):
+        per_char = max_bytes_per_char(new.charset)
+        return None if per_char is None or old.length is None else old.length * per_char
+    # same bytes for the same charset, utf8mb3 -> utf8mb4 and ascii -> *; latin1 -> UTF-8 up to 3 bytes (€)
+    growth = 3 if old.charset == "latin1" and new.charset in ("utf8mb3", "utf8mb4") else 1
+    return LOB_BYTES[old.mysql_type] * growth
 
 
 def _string_grows(old: ColumnDefinition, new: ColumnDefinition) -> bool:
-    """Every value of ``old`` fits ``new`` unchanged (same staged text), both character types."""
+    """Every value of ``old`` fits ``new`` unchanged (same staged text), both character types whose
+    character sets are equal or widening."""
     if old.mysql_type in ("char", "varchar") and new.mysql_type in ("char", "varchar"):
         if new.mysql_type == "char" and old.mysql_type == "varchar":
             return False  # CHAR drops trailing spaces
         return (old.length or 0) <= (new.length or 0)
     if new.mysql_type in LOB_BYTES:
-        _, old_bytes = _text_capacity_chars(old)
-        if old.mysql_type in ("char", "varchar"):
-            per_char = max_bytes_per_char(new.charset)
-            old_bytes = None if per_char is None or old.length is None else old.length * per_char
-        return old_bytes is not None and old_bytes <= LOB_BYTES[new.mysql_type]
+        needed = _max_bytes_after(old, new)
+        return needed is not None and needed <= LOB_BYTES[new.mysql_type]
     return False
 
 

@@ -58,7 +58,11 @@ from airflow_provider_mysql_cdc.core.schema_effects import (
 )
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 
+#: database -> (default character set, default collation).
+DatabaseDefaults = Mapping[str, tuple[str | None, str | None]]
+
 __all__ = [
+    "DatabaseDefaults",
     "SchemaModelError",
     "SchemaUpdate",
     "TrackedColumn",
@@ -158,7 +162,7 @@ class _State:
         )
 
 
-def _create(state: _State, statement: CreateTable) -> None:
+def _create(state: _State, statement: CreateTable, database_defaults: DatabaseDefaults) -> None:
     ref = statement.table
     if statement.temporary:
         return  # temporary tables are not logged with row-based logging and never replace a table
@@ -182,12 +186,11 @@ def _create(state: _State, statement: CreateTable) -> None:
     if statement.as_select:
         state.mark_unknown(ref, "CREATE TABLE ... SELECT: the columns come from the query")
         return
+    charset, collation = statement.default_charset, statement.default_collation
+    if charset is None and collation is None:
+        charset, collation = database_defaults.get(ref.database, (None, None))
     try:
-        state.put(
-            build_table(
-                ref, statement.columns, statement.primary_key, statement.default_charset, statement.default_collation
-            )
-        )
+        state.put(build_table(ref, statement.columns, statement.primary_key, charset, collation))
     except ModelMismatch as exc:
         state.mark_unknown(ref, str(exc))
 
@@ -264,18 +267,25 @@ def _database(state: _State, statement: DatabaseDdl) -> None:
 
 
 def apply_statement(
-    tables: Mapping[TableRef, TrackedTable], statement: DdlStatement, *, sql_mode: SqlMode | int | str | None = None
+    tables: Mapping[TableRef, TrackedTable],
+    statement: DdlStatement,
+    *,
+    sql_mode: SqlMode | int | str | None = None,
+    database_defaults: DatabaseDefaults | None = None,
 ) -> SchemaUpdate:
     """The tracked tables after ``statement`` and what it did to each table.
 
     ``sql_mode``: the statement's session sql_mode (the binlog Query event carries it), when known: strict
     mode and TIME_TRUNCATE_FRACTIONAL make some outcomes exact (see :mod:`schema_effects`).
+    ``database_defaults``: database -> (default character set, collation) as ``information_schema.SCHEMATA``
+    says (and CREATE/ALTER DATABASE statements change: :class:`DatabaseDdl` carries them): a CREATE TABLE
+    without its own defaults takes them; without them its text columns keep ``charset`` None.
     Statements that do not fit the tracked schemas (the model is stale) make those tables ``unknown``.
     """
     state = _State(dict(tables))
     mode = SqlMode.of(sql_mode)
     if isinstance(statement, CreateTable):
-        _create(state, statement)
+        _create(state, statement, database_defaults or {})
     elif isinstance(statement, AlterTable):
         _alter(state, statement, mode)
     elif isinstance(statement, RenameTables):
