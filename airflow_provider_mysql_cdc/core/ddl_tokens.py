@@ -1,0 +1,267 @@
+"""MySQL statement text -> tokens (pure; the lexer under :mod:`~airflow_provider_mysql_cdc.core.ddl_parser`).
+
+Follows MySQL's own lexer where DDL needs it:
+
+* comments ``/* ... */``, ``-- `` (two dashes then a space or control character) and ``#`` to the
+  end of the line are skipped; versioned comments ``/*!`` and ``/*!NNNNN`` count as text when the
+  version is at most :data:`SERVER_VERSION` (MySQL 9.7), and are skipped otherwise; optimizer hints
+  ``/*+ ... */`` are comments;
+* names: unquoted (letters, digits, ``_``, ``$``, any character from U+0080), backquoted with
+  doubled backquotes, and double-quoted when ``ANSI_QUOTES`` is on; a name may begin with a digit
+  (``1abc``) but a run of digits is a number;
+* string literals in single quotes (and double quotes unless ``ANSI_QUOTES``) with MySQL's backslash
+  escapes (off under ``NO_BACKSLASH_ESCAPES``) and doubled quotes; ``N'..'``; hexadecimal
+  (``X'41'``, ``0x41``) and bit (``b'101'``, ``0b101``) literals become their bytes;
+* numbers (``12``, ``1.5``, ``.5``, ``1e3``); punctuation and operators.
+
+Each token keeps its span in the statement so that text such as an expression can be cut out again
+(:func:`source_text`). No network or Airflow import.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: The server version versioned comments are evaluated against (``/*!80013 ... */`` counts).
+SERVER_VERSION = 90704
+
+WORD = "word"  # unquoted name or keyword
+NAME = "name"  # quoted name (backquotes, or double quotes under ANSI_QUOTES)
+STRING = "string"  # quoted string literal; value is its characters
+NUMBER = "number"  # decimal number literal; value is the text
+HEX = "hex"  # X'..' / 0x..; value is the bytes as lower-case hex
+BIT = "bit"  # b'..' / 0b..; value is the bytes as lower-case hex
+PUNCT = "punct"  # punctuation and operators
+END = "end"
+
+_ESCAPES = {"0": "\0", "'": "'", '"': '"', "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "\\": "\\"}
+_NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_HEX_NUMBER = re.compile(r"0x([0-9a-fA-F]+)")
+_BIT_NUMBER = re.compile(r"0b([01]+)")
+_HEX_STRING = re.compile(r"[xX]'([0-9a-fA-F]*)'")
+_BIT_STRING = re.compile(r"[bB]'([01]*)'")
+_OPERATORS = ("<=>", "->>", "<=", ">=", "<>", "!=", ":=", "||", "&&", "<<", ">>", "->")
+
+
+class DdlSyntaxError(ValueError):
+    """Raised when a statement cannot be tokenized or parsed; the parser turns it into ``UnparsedDdl``."""
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: its kind, its value (see the kind constants), and its span in the statement."""
+
+    kind: str
+    value: str
+    start: int
+    end: int
+    #: For STRING tokens: ``N'..'`` -> ``utf8mb3``; an introducer is attached by the parser.
+    charset: str | None = None
+
+    def is_word(self, *words: str) -> bool:
+        """True for an unquoted word equal (case-insensitively) to one of ``words``."""
+        return self.kind == WORD and self.value.upper() in words
+
+    def is_punct(self, *symbols: str) -> bool:
+        """True for punctuation equal to one of ``symbols``."""
+        return self.kind == PUNCT and self.value in symbols
+
+
+def _is_name_char(char: str) -> bool:
+    return (char.isascii() and (char.isalnum() or char in "_$")) or (not char.isascii() and char != "\ufeff")
+
+
+def _bits_to_hex(bits: str) -> str:
+    if not bits:
+        return ""
+    value = int(bits, 2)
+    return value.to_bytes((len(bits) + 7) // 8, "big").hex()
+
+
+def _hex_bytes(digits: str) -> str:
+    """``X'...'`` must have an even number of digits; ``0x...`` gets a leading zero when odd."""
+    return ("0" + digits if len(digits) % 2 else digits).lower()
+
+
+class _Lexer:
+    def __init__(self, sql: str, *, ansi_quotes: bool, backslash_escapes: bool) -> None:
+        self.sql = sql
+        self.ansi_quotes = ansi_quotes
+        self.backslash_escapes = backslash_escapes
+        self.pos = 0
+        self.in_versioned = False
+        self.tokens: list[Token] = []
+
+    def run(self) -> list[Token]:
+        sql = self.sql
+        while True:
+            self._skip_space_and_comments()
+            if self.pos >= len(sql):
+                break
+            self.tokens.append(self._token())
+        if self.in_versioned:
+            raise DdlSyntaxError("versioned comment /*! is not closed")
+        self.tokens.append(Token(END, "", len(sql), len(sql)))
+        return self.tokens
+
+    def _skip_space_and_comments(self) -> None:
+        sql = self.sql
+        while self.pos < len(sql):
+            char = sql[self.pos]
+            if char.isspace():
+                self.pos += 1
+            elif char == "#" or (sql.startswith("--", self.pos) and self._dash_comment()):
+                newline = sql.find("\n", self.pos)
+                self.pos = len(sql) if newline < 0 else newline + 1
+            elif sql.startswith("/*!", self.pos):
+                self._versioned_comment()
+            elif sql.startswith("/*", self.pos):
+                end = sql.find("*/", self.pos + 2)
+                if end < 0:
+                    raise DdlSyntaxError("comment /* is not closed")
+                self.pos = end + 2
+            elif self.in_versioned and sql.startswith("*/", self.pos):
+                self.in_versioned = False
+                self.pos += 2
+            else:
+                return
+
+    def _dash_comment(self) -> bool:
+        after = self.pos + 2
+        return after >= len(self.sql) or self.sql[after].isspace() or ord(self.sql[after]) < 32
+
+    def _versioned_comment(self) -> None:
+        if self.in_versioned:
+            raise DdlSyntaxError("nested versioned comment")
+        start = self.pos + 3
+        digits = 0
+        while digits < 5 and start + digits < len(self.sql) and self.sql[start + digits].isdigit():
+            digits += 1
+        if digits not in (0, 5):
+            raise DdlSyntaxError(f"versioned comment with a {digits}-digit version")
+        version = int(self.sql[start : start + digits]) if digits else 0
+        if version > SERVER_VERSION:
+            end = self.sql.find("*/", start)
+            if end < 0:
+                raise DdlSyntaxError("versioned comment /*! is not closed")
+            self.pos = end + 2
+            return
+        self.in_versioned = True
+        self.pos = start + digits
+
+    def _token(self) -> Token:
+        sql, pos = self.sql, self.pos
+        char = sql[pos]
+        if char == "`" or (char == '"' and self.ansi_quotes):
+            return self._quoted_name(char)
+        if char in "'\"":
+            return self._string(pos, pos, None)
+        if char in "nN" and sql.startswith("'", pos + 1):
+            return self._string(pos, pos + 1, "utf8mb3")
+        for pattern, kind, convert in (
+            (_HEX_STRING, HEX, lambda digits: digits.lower()),
+            (_BIT_STRING, BIT, _bits_to_hex),
+        ):
+            match = pattern.match(sql, pos)
+            if match:
+                if kind == HEX and len(match.group(1)) % 2:
+                    raise DdlSyntaxError(f"hexadecimal literal with an odd number of digits at {pos}")
+                return self._emit(kind, convert(match.group(1)), match.end())
+        if char.isdigit() or (char == "." and pos + 1 < len(sql) and sql[pos + 1].isdigit() and not self._after_dot()):
+            return self._number_or_name()
+        if _is_name_char(char):
+            return self._word()
+        for operator in _OPERATORS:
+            if sql.startswith(operator, pos):
+                return self._emit(PUNCT, operator, pos + len(operator))
+        return self._emit(PUNCT, char, pos + 1)
+
+    def _emit(self, kind: str, value: str, end: int, charset: str | None = None) -> Token:
+        token = Token(kind, value, self.pos, end, charset)
+        self.pos = end
+        return token
+
+    def _after_dot(self) -> bool:
+        return bool(self.tokens) and self.tokens[-1].is_punct(".") and self.tokens[-1].end == self.pos
+
+    def _word_end(self, pos: int) -> int:
+        while pos < len(self.sql) and _is_name_char(self.sql[pos]):
+            pos += 1
+        return pos
+
+    def _word(self) -> Token:
+        return self._emit(WORD, self.sql[self.pos : self._word_end(self.pos)], self._word_end(self.pos))
+
+    def _number_or_name(self) -> Token:
+        sql, pos = self.sql, self.pos
+        name_end = self._word_end(pos)
+        if self._after_dot():  # db.1t: a name after a qualifying dot
+            return self._emit(WORD, sql[pos:name_end], name_end)
+        for pattern, kind, convert in ((_HEX_NUMBER, HEX, _hex_bytes), (_BIT_NUMBER, BIT, _bits_to_hex)):
+            match = pattern.match(sql, pos)
+            if match and match.end() == name_end:
+                return self._emit(kind, convert(match.group(1)), match.end())
+        match = _NUMBER.match(sql, pos)
+        assert match is not None  # starts with a digit or ".digit"
+        if match.end() >= name_end and not (match.end() < len(sql) and _is_name_char(sql[match.end()])):
+            return self._emit(NUMBER, match.group(0), match.end())
+        return self._emit(WORD, sql[pos:name_end], name_end)  # 1abc, 2e5x: a name
+
+    def _quoted_name(self, quote: str) -> Token:
+        sql, pos = self.sql, self.pos + 1
+        parts: list[str] = []
+        while True:
+            end = sql.find(quote, pos)
+            if end < 0:
+                raise DdlSyntaxError(f"quoted name at {self.pos} is not closed")
+            parts.append(sql[pos:end])
+            if sql.startswith(quote * 2, end):
+                parts.append(quote)
+                pos = end + 2
+                continue
+            return self._emit(NAME, "".join(parts), end + 1)
+
+    def _string(self, start: int, quote_at: int, charset: str | None) -> Token:
+        sql = self.sql
+        quote = sql[quote_at]
+        pos = quote_at + 1
+        out: list[str] = []
+        while pos < len(sql):
+            char = sql[pos]
+            if char == "\\" and self.backslash_escapes and pos + 1 < len(sql):
+                escaped = sql[pos + 1]
+                # \% and \_ keep their backslash (they are LIKE escapes); other unknown escapes drop it.
+                out.append(_ESCAPES.get(escaped, "\\" + escaped if escaped in "%_" else escaped))
+                pos += 2
+            elif char == quote:
+                if sql.startswith(quote, pos + 1):
+                    out.append(quote)
+                    pos += 2
+                else:
+                    self.pos = start
+                    return self._emit(STRING, "".join(out), pos + 1, charset)
+            else:
+                out.append(char)
+                pos += 1
+        raise DdlSyntaxError(f"string literal at {start} is not closed")
+
+
+def tokenize(sql: str, *, ansi_quotes: bool = False, backslash_escapes: bool = True) -> list[Token]:
+    """The tokens of ``sql``, ending with an END token; raises :class:`DdlSyntaxError`."""
+    return _Lexer(sql, ansi_quotes=ansi_quotes, backslash_escapes=backslash_escapes).run()
+
+
+def source_text(sql: str, tokens: Sequence[Token]) -> str:
+    """The statement text of consecutive tokens, comments and line breaks between them made one space."""
+    parts: list[str] = []
+    previous_end: int | None = None
+    for token in tokens:
+        if token.kind == END:
+            break
+        if previous_end is not None and token.start > previous_end:
+            parts.append(" ")
+        parts.append(sql[token.start : token.end])
+        previous_end = token.end
+    return "".join(parts)
