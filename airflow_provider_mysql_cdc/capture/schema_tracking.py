@@ -45,8 +45,8 @@ from airflow_provider_mysql_cdc.core.schema_effects import (
     ColumnRenamed,
     ColumnRetyped,
     DataChangeUnknown,
-    Known,
     KeyChanged,
+    Known,
     NoDataChange,
     SchemaEffect,
     TableCreated,
@@ -219,8 +219,8 @@ class SchemaTracker:
         for request in self.store.rebuild_requests(self.pipeline):
             if request.window_id >= self.window_id:
                 continue
-            record = latest.get(request.table_name)
-            settled = record is not None and (record.window_id, record.seq) > (request.window_id, request.seq)
+            last = latest.get(request.table_name)
+            settled = last is not None and (last.window_id, last.seq) > (request.window_id, request.seq)
             settled = settled or any(
                 request.window_id < snapshot.handoff_window <= self.window_id and request.table_name in snapshot.tables
                 for snapshot in snapshots
