@@ -8,14 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysql_cdc.capture.schema_tracking import SchemaTracker, table_from_specs
+from airflow_provider_mysql_cdc.capture.schema_tracking import (
+    SchemaTracker,
+    SnapshotTest,
+    StatementOutcome,
+    table_from_specs,
+)
 from airflow_provider_mysql_cdc.core.schema_events import decode_value
 from airflow_provider_mysql_cdc.core.types import ColumnSpec
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
 G = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-CREATE = "CREATE TABLE `t` (`id` int NOT NULL, `f1` varchar(10) DEFAULT NULL, `f2` varchar(10) DEFAULT NULL, PRIMARY KEY (`id`))"
+CREATE = (
+    "CREATE TABLE `t` (`id` int NOT NULL, `f1` varchar(10) DEFAULT NULL, `f2` varchar(10) DEFAULT NULL, "
+    "PRIMARY KEY (`id`))"
+)
 
 
 def never(table: str, gtid: str) -> bool | None:
@@ -38,7 +46,7 @@ class Statements:
         self.tracker = target
         self.seq = 0
 
-    def __call__(self, sql: str, in_snapshot=never):  # type: ignore[no-untyped-def]
+    def __call__(self, sql: str, in_snapshot: SnapshotTest = never) -> StatementOutcome:
         self.seq += 1
         return self.tracker.on_statement(sql, "db", self.seq, f"{G}:{self.seq}", None, in_snapshot)
 
