@@ -200,6 +200,18 @@ class StagingManifest:
             self.attempt,
         )
 
+    def chunk_identity(self) -> tuple[str, str, str, int, str]:
+        """A snapshot chunk manifest's snapshot id, database, table, chunk number and attempt token."""
+        if self.snapshot_id is None or self.chunk is None or self.attempt is None:
+            raise CorruptStagingError(f"snapshot manifest of pipeline {self.pipeline!r} lacks its chunk identity")
+        return (
+            self.snapshot_id,
+            str(self.chunk["database"]),
+            str(self.chunk["table"]),
+            int(self.chunk["chunk_no"]),
+            self.attempt,
+        )
+
     def op_counts(self) -> dict[str, int]:
         """Rows by ``_cdc_op`` over the whole window."""
         totals = dict.fromkeys(OPS, 0)

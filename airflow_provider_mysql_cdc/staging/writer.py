@@ -1,0 +1,292 @@
+"""Write a window's (or snapshot chunk's) Parquet files and publish its manifest last and atomically,
+on any pyarrow filesystem, at the paths :class:`~airflow_provider_mysql_cdc.staging.area.Staging` names.
+
+Files are first written under a temporary directory of the attempt (for windows
+``{pipeline}/windows/_tmp/{window_id:08d}-{token}/``) and moved to their final names only at publish
+time, right before the manifest (itself written to a temporary name and moved). Memory is bounded
+whatever the window size and the number of tables: at most ``row_group_rows`` rows are held in
+memory across all open files; past that, the file holding the most rows writes them as a row group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_provider_mysql_cdc.core.staging import OpCounter, StagedFile, StagingManifest
+from airflow_provider_mysql_cdc.staging.area import Staging, StagingWriteError, new_attempt_token, sha256_of
+
+DEFAULT_ROW_GROUP_ROWS = 50_000
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns a staged file dictionary-encodes: text and binary ones (``_cdc_op``, ``_cdc_gtid``, status
+    and code columns repeat values). Numbers and timestamps rarely repeat, and trying a dictionary on them
+    first costs about half of the Parquet writer's time before it falls back to plain encoding."""
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_binary(f.type)]
+
+
+@dataclass
+class _OpenFile:
+    relative_path: str
+    tmp_path: str
+    schema: pa.Schema
+    writer: pq.ParquetWriter
+    database: str
+    table: str
+    schema_version: int
+    columns: list[list[Any]]
+    counter: OpCounter = field(default_factory=OpCounter)
+    #: Whole batches (``add_batch``) not written yet; they precede the buffered ``columns``.
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+
+    def buffered_rows(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+
+class StagingWriter:
+    """Collects rows per table and schema version into Parquet files of one staged unit (a window or
+    one attempt at a snapshot chunk) and publishes them under ``final_dir`` with their manifest.
+
+    ``attempts_dir`` holds the temporary directories of attempts, named ``{attempt_prefix}{token}``;
+    those of earlier attempts with the same prefix were abandoned by crashes and are deleted.
+    Directories are relative to the staging root; :class:`WindowStagingWriter` and
+    :class:`SnapshotChunkWriter` take them from :class:`Staging`.
+    """
+
+    def __init__(
+        self,
+        staging: Staging,
+        final_dir: str,
+        attempts_dir: str,
+        attempt_prefix: str,
+        *,
+        label: str,
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        attempt: str | None = None,
+    ) -> None:
+        self.staging = staging
+        self.label = label
+        self.row_group_rows = row_group_rows
+        self.filesystem = staging.filesystem
+        self.attempt = attempt or new_attempt_token()
+        self.final_dir = final_dir
+        self.attempt_dir = staging.attempt_dir(attempts_dir, attempt_prefix, self.attempt)
+        #: The attempt's temporary directory as a path of the filesystem.
+        self.tmp_dir = staging.path_of(self.attempt_dir)
+        self._files: dict[tuple[str, str, int], _OpenFile] = {}
+        self._finished: list[StagedFile] = []
+        self._buffered_rows = 0
+        staging.delete_abandoned_attempts(attempts_dir, attempt_prefix, label)
+        staging.create_dir(self.attempt_dir)
+
+    def add(
+        self,
+        database: str,
+        table: str,
+        schema_version: int,
+        schema: pa.Schema,
+        values: Sequence[Any],
+        op: str,
+        seq: int,
+    ) -> None:
+        """Append one row (table columns then the ``_cdc_*`` columns, in schema order)."""
+        key = (database, table, schema_version)
+        staged = self._files.get(key)
+        if staged is None:
+            staged = self._open(database, table, schema_version, schema)
+        for column, value in zip(staged.columns, values, strict=True):
+            column.append(value)
+        staged.counter.add(op, seq)
+        self._buffered(1)
+
+    def add_images(
+        self,
+        database: str,
+        table: str,
+        schema_version: int,
+        schema: pa.Schema,
+        images: Sequence[tuple[Any, ...]],
+        cdc: tuple[str, str, int, int | None],
+    ) -> None:
+        """Append rows of one op in one transaction: ``images`` hold the table columns and
+        ``_cdc_invalid_values``; ``cdc`` is (``_cdc_op``, ``_cdc_gtid``, the first row's ``_cdc_seq``,
+        ``_cdc_commit_ts``), the next rows' sequence numbers following the first one's."""
+        if not images:
+            return
+        key = (database, table, schema_version)
+        staged = self._files.get(key) or self._open(database, table, schema_version, schema)
+        op, gtid, first_seq, commit_ts = cdc
+        count = len(images)
+        width = len(images[0])
+        columns = staged.columns
+        if len(columns) != width + 4:  # then _cdc_op, _cdc_gtid, _cdc_seq, _cdc_commit_ts
+            raise ValueError(f"rows of {width} values for {len(columns)} columns of {staged.relative_path}")
+        for column, values in zip(columns, zip(*images, strict=True), strict=False):
+            column.extend(values)
+        columns[width].extend([op] * count)
+        columns[width + 1].extend([gtid] * count)
+        columns[width + 2].extend(range(first_seq, first_seq + count))
+        columns[width + 3].extend([commit_ts] * count)
+        staged.counter.add(op, first_seq + count - 1, count)
+        self._buffered(count)
+
+    def _buffered(self, count: int) -> None:
+        """Count ``count`` rows just buffered; past ``row_group_rows`` rows in memory, the file holding the
+        most writes them as a row group."""
+        self._buffered_rows += count
+        if self._buffered_rows >= self.row_group_rows:
+            self._flush(max(self._files.values(), key=_OpenFile.buffered_rows))
+
+    def add_batch(
+        self,
+        database: str,
+        table: str,
+        schema_version: int,
+        schema: pa.Schema,
+        batch: pa.RecordBatch,
+        op: str,
+        seq: int,
+    ) -> None:
+        """Add a whole record batch (``schema``'s columns) of rows of one op whose ``_cdc_seq`` values
+        are consecutive and end at ``seq``. Batches are written together as row groups of about
+        ``row_group_rows`` rows, after any rows added before them to the same file."""
+        if batch.num_rows == 0:
+            return
+        key = (database, table, schema_version)
+        staged = self._files.get(key) or self._open(database, table, schema_version, schema)
+        if staged.buffered_rows():
+            self._flush(staged)  # rows added before the batch go first
+        staged.batches.append(batch)
+        staged.counter.add(op, seq, batch.num_rows)
+        if sum(b.num_rows for b in staged.batches) >= self.row_group_rows:
+            self._write_batches(staged)
+
+    def _write_batches(self, staged: _OpenFile) -> None:
+        if not staged.batches:
+            return
+        try:
+            staged.writer.write_table(pa.Table.from_batches(staged.batches, schema=staged.schema).combine_chunks())
+        except OSError as exc:
+            raise StagingWriteError(f"cannot write {staged.tmp_path}: {exc}") from None
+        staged.batches = []
+
+    def ensure_file(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> None:
+        """Make sure a file of this table and schema version is staged, even without rows (a snapshot of
+        an empty table still tells readers the table's schema)."""
+        if (database, table, schema_version) not in self._files:
+            self._open(database, table, schema_version, schema)
+
+    def _open(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> _OpenFile:
+        relative = self.staging.data_file_name(database, table, schema_version, 0)
+        tmp_path = self.staging.path_of(self.staging.file_in(self.attempt_dir, relative))
+        try:
+            self.filesystem.create_dir(tmp_path.rsplit("/", 1)[0], recursive=True)
+            writer = pq.ParquetWriter(
+                tmp_path,
+                schema,
+                filesystem=self.filesystem,
+                compression="zstd",
+                use_dictionary=dictionary_columns(schema),
+            )
+        except OSError as exc:
+            raise StagingWriteError(f"cannot write {tmp_path}: {exc}") from None
+        staged = _OpenFile(relative, tmp_path, schema, writer, database, table, schema_version, [[] for _ in schema])
+        self._files[(database, table, schema_version)] = staged
+        return staged
+
+    def _flush(self, staged: _OpenFile) -> None:
+        self._write_batches(staged)
+        if not staged.buffered_rows():
+            return
+        arrays = [pa.array(column, type=f.type) for column, f in zip(staged.columns, staged.schema, strict=True)]
+        staged.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=staged.schema))
+        self._buffered_rows -= staged.buffered_rows()
+        staged.columns = [[] for _ in staged.schema]
+
+    def finish(self) -> list[StagedFile]:
+        """Close every file and describe it (rows, bytes, checksum); files stay in the temporary place."""
+        for staged in self._files.values():
+            self._flush(staged)
+            staged.writer.close()
+            info = self.filesystem.get_file_info(staged.tmp_path)
+            counter = staged.counter
+            if counter.first_seq is None or counter.last_seq is None:  # an empty file: no sequence numbers
+                counter.first_seq, counter.last_seq = 0, -1
+            self._finished.append(
+                StagedFile(
+                    path=staged.relative_path,
+                    database=staged.database,
+                    table=staged.table,
+                    schema_version=staged.schema_version,
+                    rows=counter.rows,
+                    bytes=int(info.size or 0),
+                    sha256=sha256_of(self.filesystem, staged.tmp_path),
+                    op_counts=dict(counter.ops),
+                    first_seq=counter.first_seq,
+                    last_seq=counter.last_seq,
+                )
+            )
+        self._files.clear()
+        return sorted(self._finished, key=lambda f: f.path)
+
+    def publish(self, manifest: StagingManifest) -> str:
+        """Move the files to their final names, then write the manifest atomically; returns its URI."""
+        uri = self.staging.publish(manifest, self.attempt_dir, self.final_dir, self.label)
+        self.discard()
+        return uri
+
+    def discard(self) -> None:
+        """Delete the temporary files (nothing published is touched)."""
+        for staged in self._files.values():
+            staged.writer.close()
+        self._files.clear()
+        self.staging.discard_attempt(self.attempt_dir)
+
+
+class WindowStagingWriter(StagingWriter):
+    """The staging writer of one window: ``{pipeline}/windows/{window_id:08d}/``."""
+
+    def __init__(self, staging: Staging, window_id: int, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+        self.pipeline = staging.pipeline
+        self.window_id = window_id
+        super().__init__(
+            staging,
+            staging.window_dir(window_id),
+            staging.window_attempts_dir(),
+            staging.window_attempt_prefix(window_id),
+            label=f"window {window_id}",
+            row_group_rows=row_group_rows,
+        )
+
+
+class SnapshotChunkWriter(StagingWriter):
+    """The staging writer of one attempt at one snapshot chunk:
+    ``{pipeline}/snapshots/{snapshot_id}/{db}.{table}/chunk-{chunk_no:05d}-{attempt}/``."""
+
+    def __init__(
+        self,
+        staging: Staging,
+        snapshot_id: str,
+        database: str,
+        table: str,
+        chunk_no: int,
+        *,
+        label: str,
+        attempt: str | None = None,
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+    ) -> None:
+        attempt = attempt or new_attempt_token()
+        super().__init__(
+            staging,
+            staging.chunk_dir(snapshot_id, database, table, chunk_no, attempt),
+            staging.snapshot_attempts_dir(),
+            staging.chunk_attempt_prefix(snapshot_id, database, table, chunk_no),
+            label=label,
+            row_group_rows=row_group_rows,
+            attempt=attempt,
+        )
