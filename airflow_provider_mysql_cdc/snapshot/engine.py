@@ -69,6 +69,7 @@ from airflow_provider_mysql_cdc.core.types import (
     schema_fingerprint,
 )
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.decoding.text_rows import SNAPSHOT_SESSION_STATEMENTS, select_expressions
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MySqlQueryError,
@@ -84,12 +85,8 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     require_server_settings,
     selected_tables,
 )
+from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
-from airflow_provider_mysql_cdc.snapshot.row_reading import (
-    SNAPSHOT_SESSION_STATEMENTS,
-    column_specs_from_information_schema,
-    select_expressions,
-)
 from airflow_provider_mysql_cdc.store.frontier_store import (
     FrontierConflictError,
     FrontierStore,
