@@ -13,7 +13,6 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, AssetAlias, Context
 
-from airflow_provider_mysql_cdc.capture.staging_writer import read_text
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
@@ -244,6 +243,8 @@ class SparkApplyOperator(SparkSubmitOperator):
                 )
 
     def _read_report(self) -> dict[str, Any] | None:
+        from airflow_provider_mysql_cdc.capture.staging_writer import read_text  # pyarrow: not at parse time
+
         directory, name = self.report_uri.rsplit("/", 1)
         found = read_text(directory, name)
         return None if found is None else dict(json.loads(found[0]))

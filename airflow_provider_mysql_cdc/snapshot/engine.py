@@ -86,6 +86,11 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     selected_tables,
 )
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
+from airflow_provider_mysql_cdc.snapshot.defaults import (
+    DEFAULT_CHUNK_ROWS,
+    DEFAULT_FETCH_ROWS,
+    DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS,
+)
 from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
 from airflow_provider_mysql_cdc.store.frontier_store import (
     FrontierConflictError,
@@ -97,12 +102,7 @@ from airflow_provider_mysql_cdc.store.frontier_store import (
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_SECONDS = 5.0
-DEFAULT_CHUNK_ROWS = 250_000
-DEFAULT_FETCH_ROWS = 10_000
 DEFAULT_MAX_CHUNKS = 1024
-#: Seconds ``LOCK TABLES`` may wait for running transactions on the table before giving up; while
-#: it waits, MySQL queues new writers of the table behind it, so this is kept short.
-DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS = 10
 LOCK_ATTEMPTS = 3
 
 #: Key column types whose values SELECT and binlog decoding give in the same Python type with
