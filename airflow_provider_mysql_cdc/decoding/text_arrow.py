@@ -67,10 +67,12 @@ class RawBatch:
 
     @property
     def rows(self) -> int:
+        """How many rows the batch holds."""
         return len(self.heads)
 
 
 def _u8(data: bytes | bytearray) -> pa.Array:
+    """The bytes as a ``uint8`` array (no copy)."""
     return pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
 
 
@@ -158,6 +160,7 @@ class ArrowBatchDecoder:
         self._offsets: _Offsets | None = None
 
     def decode(self, batch: RawBatch) -> list[pa.Array]:
+        """The staged arrays of one batch: the table's columns, then ``_cdc_invalid_values``."""
         rows = batch.rows
         if rows == 0:
             return [pa.array([], t) for t in [*self.types, self.invalid_type]]

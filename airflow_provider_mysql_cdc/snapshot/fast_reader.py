@@ -55,6 +55,7 @@ _INT64 = pa.int64()
 
 
 def _u8(data: bytes | bytearray) -> pa.Array:
+    """The bytes as a ``uint8`` array (no copy)."""
     return pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
 
 
