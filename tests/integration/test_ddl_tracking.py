@@ -48,12 +48,12 @@ from airflow_provider_mysql_cdc.core.schema_effects import (
     backfill_for,
 )
 from airflow_provider_mysql_cdc.core.table_schema import TrackedTable, apply_statement, table_from_create
-from airflow_provider_mysql_cdc.snapshot.row_reading import (
+from airflow_provider_mysql_cdc.decoding.text_rows import (
     SNAPSHOT_SESSION_STATEMENTS,
     SnapshotRowConverter,
-    column_specs_from_information_schema,
     select_expressions,
 )
+from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from tests.integration.ddl_corpus import SCENARIOS, Scenario, is_data
 from tests.mysql_servers import MySqlTestServer
 
