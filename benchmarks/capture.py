@@ -189,7 +189,7 @@ def library_phase(spec: dict[str, Any]) -> dict[str, Any]:
 def capture_phase(spec: dict[str, Any], *, profile: bool = False, library_decoding: bool = False) -> dict[str, Any]:
     """``capture_window`` (catch_up) from the frontier into Parquet staging; optionally under cProfile, or
     with the row images decoded by the library path instead of the compiled decoders (the reference)."""
-    from airflow_provider_mysql_cdc.capture import engine
+    from airflow_provider_mysql_cdc.capture import window_reading
     from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
     from airflow_provider_mysql_cdc.core.gtid import GtidSet
     from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
@@ -208,7 +208,7 @@ def capture_phase(spec: dict[str, Any], *, profile: bool = False, library_decodi
     )
     config = cdc_config(spec)
     if library_decoding:  # every event then takes the path row_images() leaves to the library
-        engine.row_images = lambda event: None  # type: ignore[assignment]
+        window_reading.row_images = lambda event: None  # type: ignore[assignment]
     baseline = peak_rss_mb()
     profiler = None
     if profile:

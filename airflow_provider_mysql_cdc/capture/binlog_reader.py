@@ -177,6 +177,8 @@ class QueryStatement:
 
     database: str
     sql: str
+    #: The statement's session ``sql_mode`` (a bit set), when the event carries it.
+    sql_mode: int | None = None
 
 
 @dataclass(frozen=True)
@@ -670,7 +672,8 @@ class BinlogReader:
         else:
             if not self._skipping:
                 database = bytes(event.schema).decode("utf-8", errors="replace")
-                yield QueryStatement(database, sql)
+                mode = getattr(event, "sql_mode", None)
+                yield QueryStatement(database, sql, None if mode is None else int(mode))
             if not self._in_begin:  # DDL commits itself
                 yield from self._commit()
 

@@ -18,7 +18,7 @@ This module is pure: no Airflow, Spark, network or python-mysql-replication impo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,12 +65,18 @@ MYSQL_TYPES = frozenset({*INTEGER_TYPES, *_SIMPLE_TYPES, "decimal", "bit"})
 
 #: Name of the per-row map ``column name -> original text`` of values the typed column cannot hold.
 INVALID_VALUES_COLUMN = "_cdc_invalid_values"
+#: Name of the per-row map of a partial row image (``binlog_row_image`` MINIMAL or NOBLOB, partial JSON):
+#: ``column name -> ""`` for a column the image lacks (its previous value stays), or the JSON diffs to
+#: apply to the previous value (``decoding.json_diff.diffs_to_text``); NULL for a complete image.
+PARTIAL_COLUMN = "_cdc_partial"
 
 #: The columns every staged row carries after the table's own columns, in this order.
 #: ``_cdc_invalid_values`` comes first: the row converter returns the table's values followed by it.
 CDC_COLUMNS: tuple[pa.Field, ...] = (
     # NULL when every value fitted its typed column.
     pa.field(INVALID_VALUES_COLUMN, pa.map_(pa.string(), pa.string())),
+    # NULL for a complete row image.
+    pa.field(PARTIAL_COLUMN, pa.map_(pa.string(), pa.string())),
     # r: snapshot read, c: insert, u: update (after image), d: delete (before image).
     pa.field("_cdc_op", pa.string(), nullable=False),
     # The transaction's GTID (``uuid[:tag]:n``); NULL for snapshot rows.
@@ -192,12 +198,16 @@ def arrow_schema(specs: Iterable[ColumnSpec]) -> pa.Schema:
     return pa.schema([*fields, *CDC_COLUMNS])
 
 
-def schema_fingerprint(specs: Iterable[ColumnSpec]) -> str:
-    """A stable 16-hex-digit name of the staged schema (column names, order and Arrow types only).
+def schema_fingerprint(specs: Iterable[ColumnSpec], column_ids: Sequence[int] | None = None) -> str:
+    """A stable 16-hex-digit name of the staged schema (column names, order, Arrow types and, when
+    given, the columns' identities).
 
     ALTERs that do not change the staged schema (a new ENUM label, a longer VARCHAR, a comment)
-    keep the fingerprint; anything that changes a name, the order or a type changes it.
+    keep the fingerprint; anything that changes a name, the order, a type or which column a name
+    belongs to (two names swapped) changes it.
     """
     schema = arrow_schema(specs)
     canonical = "\n".join(f"{field.name}\t{field.type}\t{int(field.nullable)}" for field in schema)
+    if column_ids is not None:
+        canonical += "\nids\t" + ",".join(str(column_id) for column_id in column_ids)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

@@ -36,10 +36,30 @@ from pymysqlreplication.row_event import (
 from airflow_provider_mysql_cdc.core.types import ColumnSpec
 from airflow_provider_mysql_cdc.decoding.binlog_values import VALUE_READERS
 from airflow_provider_mysql_cdc.decoding.converters import value_converter
+from airflow_provider_mysql_cdc.decoding.json_diff import JsonDiff, JsonDiffError, diffs_to_text, parse_json_diffs
+from airflow_provider_mysql_cdc.decoding.json_text import json_binary_to_text
 from airflow_provider_mysql_cdc.decoding.values import InvalidValue
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 
-__all__ = ["RowConverter", "decoded_rows"]
+__all__ = ["ABSENT", "JsonDiffList", "RowConverter", "decoded_rows"]
+
+
+class _Absent:
+    """The value of a column a row image does not hold (``binlog_row_image`` MINIMAL or NOBLOB)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+#: What :func:`decoded_rows` gives for a column the row image lacks (the library gives None, which
+#: would read as SQL NULL).
+ABSENT = _Absent()
+
+
+class JsonDiffList(tuple[JsonDiff, ...]):
+    """A JSON column's value in a partial update: the diffs to apply to its previous value, in order
+    (the library reads only the first diff of a column; every one is read here)."""
+
 
 #: The library's own per-value routine (read, never replaced on the library's class).
 _LIBRARY_READ_VALUE: Callable[..., Any] = RowsEvent._RowsEvent__read_values_name
@@ -55,11 +75,20 @@ def _read_value(
     unsigned: bool,
     i: int,
 ) -> Any:
-    """Override of ``RowsEvent.__read_values_name``: our readers (:data:`VALUE_READERS`); the library's
-    own code for absent and NULL values, partial JSON updates and the remaining types (integers,
-    FLOAT, DOUBLE, DECIMAL: decoded correctly)."""
+    """Override of ``RowsEvent.__read_values_name``: :data:`ABSENT` for a column the image lacks, every
+    diff of a partial JSON update (:class:`JsonDiffList`), our readers (:data:`VALUE_READERS`); the
+    library's own code for NULL and the remaining types (integers, FLOAT, DOUBLE, DECIMAL: decoded
+    correctly)."""
+    if not BitGet(cols_bitmap, i):
+        return ABSENT
     reader = VALUE_READERS.get(column.type)
-    if reader is None or is_partial or not BitGet(cols_bitmap, i) or event._is_null(null_bitmap, null_bitmap_index):
+    if is_partial and not event._is_null(null_bitmap, null_bitmap_index):
+        data = event.packet.read(event.packet.read_uint_by_size(column.length_size))
+        try:
+            return JsonDiffList(parse_json_diffs(data, json_binary_to_text))
+        except JsonDiffError as exc:
+            raise TerminalCdcError(f"column {column.name!r}: unreadable partial JSON update ({exc})") from None
+    if reader is None or event._is_null(null_bitmap, null_bitmap_index):
         return _LIBRARY_READ_VALUE(event, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i)
     return reader(event.packet, column)
 
@@ -124,3 +153,21 @@ class RowConverter:
             ) from exc
         out.append(invalid)
         return tuple(out)
+
+    def convert_partial(self, values: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, str] | None]:
+        """One row image that may lack columns: :meth:`convert`'s tuple (NULL where a column is
+        absent), and the image's ``_cdc_partial`` map (None when it is complete): ``""`` for an absent
+        column, the diff list (:func:`~airflow_provider_mysql_cdc.decoding.json_diff.diffs_to_text`)
+        for a partially updated JSON column."""
+        partial: dict[str, str] = {}
+        complete: dict[str, Any] = {}
+        for name, value in values.items():
+            if value is ABSENT:
+                partial[name] = ""
+                complete[name] = None
+            elif isinstance(value, JsonDiffList):
+                partial[name] = diffs_to_text(value)
+                complete[name] = None
+            else:
+                complete[name] = value
+        return self.convert(complete), partial or None

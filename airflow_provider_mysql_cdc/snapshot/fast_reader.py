@@ -283,9 +283,14 @@ def _batch_stop(heads: list[int], max_rows: int, max_bytes: int, end: int) -> in
 # -- what the snapshot stages ----------------------------------------------------------------------
 
 
+_PARTIAL_TYPE = pa.map_(pa.string(), pa.string())
+
+
 def _cdc_columns(count: int, staged_before: int) -> list[pa.Array]:
-    """``_cdc_op`` ``'r'``, no GTID, ``_cdc_seq`` counting on from ``staged_before``, no commit time."""
+    """No ``_cdc_partial`` (a snapshot row is complete), ``_cdc_op`` ``'r'``, no GTID, ``_cdc_seq``
+    counting on from ``staged_before``, no commit time."""
     return [
+        pa.nulls(count, _PARTIAL_TYPE),
         pa.array(["r"] * count, pa.string()),
         pa.nulls(count, pa.string()),
         pa.array(range(cdc_seq(0, staged_before), cdc_seq(0, staged_before + count)), pa.int64()),
@@ -305,12 +310,12 @@ class _CdcColumns:
     def __call__(self, count: int, staged_before: int) -> list[pa.Array]:
         if count != self.count:
             self.count = count
-            op, gtid, positions, commit_ts = _cdc_columns(count, 0)
-            self.constant = [op, gtid, commit_ts]
+            partial, op, gtid, positions, commit_ts = _cdc_columns(count, 0)
+            self.constant = [partial, op, gtid, commit_ts]
             self.positions = positions
         cdc_seq(0, staged_before + count - 1)  # in range, or ValueError as before
-        op, gtid, commit_ts = self.constant
-        return [op, gtid, pc.add(self.positions, cdc_seq(0, staged_before)), commit_ts]
+        partial, op, gtid, commit_ts = self.constant
+        return [partial, op, gtid, pc.add(self.positions, cdc_seq(0, staged_before)), commit_ts]
 
 
 def staged_record_batches(

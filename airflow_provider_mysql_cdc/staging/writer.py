@@ -10,7 +10,7 @@ memory across all open files; past that, the file holding the most rows writes t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,8 @@ class _OpenFile:
     counter: OpCounter = field(default_factory=OpCounter)
     #: Whole batches (``add_batch``) not written yet; they precede the buffered ``columns``.
     batches: list[pa.RecordBatch] = field(default_factory=list)
+    #: Rows with a ``_cdc_partial`` map (row images without every column).
+    partial_rows: int = 0
 
     def buffered_rows(self) -> int:
         return len(self.columns[0]) if self.columns else 0
@@ -93,8 +95,11 @@ class StagingWriter:
         values: Sequence[Any],
         op: str,
         seq: int,
+        *,
+        partial: bool = False,
     ) -> None:
-        """Append one row (table columns then the ``_cdc_*`` columns, in schema order)."""
+        """Append one row (table columns then the ``_cdc_*`` columns, in schema order); ``partial``: its
+        ``_cdc_partial`` is set (counted in the file's ``partial_rows``)."""
         key = (database, table, schema_version)
         staged = self._files.get(key)
         if staged is None:
@@ -102,6 +107,7 @@ class StagingWriter:
         for column, value in zip(staged.columns, values, strict=True):
             column.append(value)
         staged.counter.add(op, seq)
+        staged.partial_rows += int(partial)
         self._buffered(1)
 
     def add_images(
@@ -112,9 +118,11 @@ class StagingWriter:
         schema: pa.Schema,
         images: Sequence[tuple[Any, ...]],
         cdc: tuple[str, str, int, int | None],
+        partial: Sequence[Mapping[str, str] | None] | None = None,
     ) -> None:
         """Append rows of one op in one transaction: ``images`` hold the table columns and
-        ``_cdc_invalid_values``; ``cdc`` is (``_cdc_op``, ``_cdc_gtid``, the first row's ``_cdc_seq``,
+        ``_cdc_invalid_values``; ``partial`` each row's ``_cdc_partial`` (None: every image is
+        complete); ``cdc`` is (``_cdc_op``, ``_cdc_gtid``, the first row's ``_cdc_seq``,
         ``_cdc_commit_ts``), the next rows' sequence numbers following the first one's."""
         if not images:
             return
@@ -124,14 +132,17 @@ class StagingWriter:
         count = len(images)
         width = len(images[0])
         columns = staged.columns
-        if len(columns) != width + 4:  # then _cdc_op, _cdc_gtid, _cdc_seq, _cdc_commit_ts
+        if len(columns) != width + 5:  # then _cdc_partial, _cdc_op, _cdc_gtid, _cdc_seq, _cdc_commit_ts
             raise ValueError(f"rows of {width} values for {len(columns)} columns of {staged.relative_path}")
         for column, values in zip(columns, zip(*images, strict=True), strict=False):
             column.extend(values)
-        columns[width].extend([op] * count)
-        columns[width + 1].extend([gtid] * count)
-        columns[width + 2].extend(range(first_seq, first_seq + count))
-        columns[width + 3].extend([commit_ts] * count)
+        columns[width].extend(partial if partial is not None else [None] * count)
+        columns[width + 1].extend([op] * count)
+        columns[width + 2].extend([gtid] * count)
+        columns[width + 3].extend(range(first_seq, first_seq + count))
+        columns[width + 4].extend([commit_ts] * count)
+        if partial is not None:
+            staged.partial_rows += sum(1 for entry in partial if entry is not None)
         staged.counter.add(op, first_seq + count - 1, count)
         self._buffered(count)
 
@@ -229,6 +240,7 @@ class StagingWriter:
                     op_counts=dict(counter.ops),
                     first_seq=counter.first_seq,
                     last_seq=counter.last_seq,
+                    partial_rows=staged.partial_rows,
                 )
             )
         self._files.clear()

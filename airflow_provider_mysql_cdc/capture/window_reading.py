@@ -1,0 +1,556 @@
+"""One pass over the binlog for one window: row events staged by table version, DDL recorded, the
+snapshot hand-off applied (no Airflow import)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from airflow_provider_mysql_cdc.capture.binlog_reader import (
+    BinlogPurgedError,
+    BinlogReader,
+    Idle,
+    QueryStatement,
+    Rotate,
+    RowsEvent,
+    TransactionCommit,
+    TransactionStart,
+)
+from airflow_provider_mysql_cdc.capture.handoff import HandoffRules, TableHandoff, load_handoffs
+from airflow_provider_mysql_cdc.capture.request import CaptureRequest, WindowIncompleteError
+from airflow_provider_mysql_cdc.capture.schema_tracking import SchemaTracker
+from airflow_provider_mysql_cdc.capture.table_versions import (
+    Image,
+    TableVersion,
+    complete_update,
+    differ,
+    fill_defaults,
+)
+from airflow_provider_mysql_cdc.capture.window_planning import server_state
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.ddl_statements import TableRef
+from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.core.schema_events import (
+    COLUMN_ADDED,
+    COLUMN_DROPPED,
+    COLUMN_RENAMED,
+    COLUMN_RETYPED,
+    RESET,
+    SchemaEvent,
+)
+from airflow_provider_mysql_cdc.core.staging import (
+    DdlStatement,
+    SchemaVersionInfo,
+    TruncateMarker,
+    cdc_seq,
+)
+from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema, schema_fingerprint
+from airflow_provider_mysql_cdc.core.windows import (
+    WindowBound,
+)
+from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, decoded_rows
+from airflow_provider_mysql_cdc.decoding.compiled_rows import compile_row_decoder, row_images
+from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
+from airflow_provider_mysql_cdc.errors import (
+    TerminalCdcError,
+)
+from airflow_provider_mysql_cdc.mysql.client import connection_to, query_value
+from airflow_provider_mysql_cdc.mysql.introspection import (
+    selected_tables,
+)
+from airflow_provider_mysql_cdc.staging import WindowStagingWriter
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_SECONDS = 5.0
+#: The binlog heartbeat period: a ``data_interval`` window whose transactions have all arrived ends at
+#: the first heartbeat that finds the reader at the end of the binlog (the server's default, 5 s, made
+#: every such capture wait about 5 s), so this is how long such a window waits at most.
+HEARTBEAT_SECONDS = 1.0
+#: How long a window waits for transactions it knows exist (they are in its bound) before failing.
+MISSING_TRANSACTIONS_TIMEOUT_SECONDS = 60.0
+
+
+class WindowReader:
+    """State of one pass over the binlog for one window."""
+
+    def __init__(
+        self,
+        request: CaptureRequest,
+        store: FrontierStore,
+        window: WindowRecord,
+        bound: WindowBound,
+        writer: WindowStagingWriter,
+        handoffs: HandoffRules,
+    ) -> None:
+        self.request = request
+        self.store = store
+        self.window = window
+        self.bound = bound
+        self.writer = writer
+        self.handoffs = handoffs
+        self.tracker = SchemaTracker(
+            store, request.pipeline, window.window_id, request.tables, record=not window.is_published
+        )
+        self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
+        self.position = 0
+        self.rows = 0
+        #: Row events of tables whose governing snapshot already holds them, not staged.
+        self.skipped_events = 0
+        #: Purged GTIDs past the lower bound that the snapshots hold: the window starts after them.
+        self.covered = GtidSet()
+        self.approx_bytes = 0
+        self.transactions = 0
+        self.seen = GtidSet()
+        self._seen_gtids: list[Gtid] = []
+        self.first_commit_ts_us: int | None = None
+        self.last_commit_ts_us: int | None = None
+        self.truncates: list[TruncateMarker] = []
+        self.ddl: list[DdlStatement] = []
+        self.schema_events: list[SchemaEvent] = []
+        #: (db, table, table_id, tracker epoch) -> the version its row events are staged under; None:
+        #: the table's rows are not staged (it waits for a rebuild).
+        self.versions: dict[tuple[str, str, int, int], TableVersion | None] = {}
+        self.schemas: dict[tuple[str, str, int], SchemaVersionInfo] = {}
+        self.current: TransactionStart | None = None
+        self._current_gtid_text = ""
+        self._last_progress = time.monotonic()
+        self._started = time.monotonic()
+
+    # -- per event ------------------------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        seq = cdc_seq(self.window.window_id, self.position)
+        self.position += 1
+        return seq
+
+    def _peek_seq(self) -> int:
+        """The ``_cdc_seq`` the next staged change gets."""
+        return cdc_seq(self.window.window_id, self.position)
+
+    def _register(self, database: str, table: str, specs: tuple[ColumnSpec, ...], ids: tuple[int, ...]) -> int:
+        """The version number of a table schema under its column ids (recorded on first sight)."""
+        fingerprint = schema_fingerprint(specs, ids)
+        columns = [{**spec.describe(), "column_id": column_id} for spec, column_id in zip(specs, ids, strict=True)]
+        number = self.store.schema_version(
+            self.request.pipeline, f"{database}.{table}", fingerprint, columns, self._current_gtid_text or None
+        )
+        primary_key = tuple(spec.name for spec in specs if spec.primary_key)
+        info = SchemaVersionInfo(database, table, number, fingerprint, tuple(columns), primary_key)
+        self.schemas.setdefault((database, table, number), info)
+        return number
+
+    def _table_version(self, item: RowsEvent) -> TableVersion | None:
+        """The version a row event is staged under, or None when the table's rows are not staged."""
+        table_id = int(getattr(item.event, "table_id", 0))
+        key = (item.database, item.table, table_id, self.tracker.epoch(item.database, item.table))
+        if key in self.versions:
+            return self.versions[key]
+        specs = column_specs_from_table_map(item.event)
+        ids, event = self.tracker.column_ids(
+            item.database, item.table, specs, self._peek_seq(), self._current_gtid_text
+        )
+        if event is not None:
+            self.schema_events.append(event)
+        version = None
+        if ids is not None:
+            number = self._register(item.database, item.table, specs, ids)
+            table_map = item.event.table_map[item.event.table_id]
+            version = TableVersion(
+                specs=specs,
+                column_ids=ids,
+                converter=RowConverter(specs),
+                decoder=compile_row_decoder(table_map.columns, specs),
+                schema=arrow_schema(specs),
+                schema_version=number,
+                names=tuple(spec.name for spec in specs),
+                key_positions=tuple(index for index, spec in enumerate(specs) if spec.primary_key),
+                info=self.schemas[(item.database, item.table, number)],
+            )
+        self.versions[(*key[:3], self.tracker.epoch(item.database, item.table))] = version
+        return version
+
+    def on_rotate(self) -> None:
+        """A new binlog file (a server restart may reuse table ids): table versions are looked up again."""
+        self.versions.clear()
+
+    def _stage(
+        self, item: RowsEvent, version: TableVersion, op: str, converted: tuple[Any, ...], partial: Any = None
+    ) -> None:
+        assert self.current is not None
+        seq = self._next_seq()
+        row = (*converted, partial, op, self._current_gtid_text, seq, self.current.commit_ts_us)
+        self.writer.add(
+            item.database, item.table, version.schema_version, version.schema, row, op, seq, partial=partial is not None
+        )
+        self.rows += 1
+
+    def _handoff_key_positions(self, version: TableVersion, handoff: TableHandoff) -> tuple[int, ...]:
+        """Positions of the snapshot's key columns in this table version."""
+        cache_key = (handoff.database, handoff.table, version.schema_version)
+        positions = self._handoff_positions.get(cache_key)
+        if positions is None:
+            missing = [column for column in handoff.key_columns if column not in version.names]
+            if missing:
+                raise TerminalCdcError(
+                    f"{handoff.database}.{handoff.table}: snapshot {handoff.snapshot_id} was keyed on {missing}, "
+                    "which the table no longer has while the hand-off still applies; re-snapshot the table"
+                )
+            positions = tuple(version.names.index(column) for column in handoff.key_columns)
+            self._handoff_positions[cache_key] = positions
+        return positions
+
+    def on_rows(self, item: RowsEvent) -> None:
+        """Stage the rows of one row event of a selected table (minus what a snapshot already holds)."""
+        assert self.current is not None
+        handoff = self.handoffs.get(item.database, item.table) if self.handoffs else None
+        decision = False if handoff is None else handoff.by_gtid(self.current.gtid)
+        if decision is True:  # every chunk's snapshot already holds this transaction
+            self.skipped_events += 1
+            return
+        version = self._table_version(item)
+        if version is None:
+            return  # the table waits for a rebuild
+        # Binlog bytes of the staged row events: what the max_bytes cap and progress lines count.
+        self.approx_bytes += int(getattr(item.event, "event_size", 0))
+        key_at = self._handoff_key_positions(version, handoff) if handoff is not None and decision is None else None
+        found = row_images(item.event)
+        if found is not None and version.decoder is not None:
+            images = version.decoder.images(*found, f"{item.database}.{item.table}")
+            self._stage_complete(item, version, images, handoff, key_at)
+        else:
+            self._stage_decoded(item, version, handoff, key_at)
+
+    def _stage_complete(
+        self,
+        item: RowsEvent,
+        version: TableVersion,
+        images: list[tuple[Any, ...]],
+        handoff: TableHandoff | None,
+        key_at: tuple[int, ...] | None,
+    ) -> None:
+        """Stage complete row images (every column: the common case)."""
+        if item.kind != "update":
+            op = "c" if item.kind == "insert" else "d"
+            if key_at is None:
+                self._stage_many(item, version, op, images)
+            else:
+                for image in images:
+                    self._stage_unless_snapshotted(item, version, op, image, handoff, key_at)
+            return
+        compared = version.key_positions if key_at is None else tuple(sorted({*version.key_positions, *key_at}))
+        befores, afters = images[0::2], images[1::2]
+        moved = [differ(before, after, compared, version.names) for before, after in zip(befores, afters, strict=True)]
+        if key_at is None and not any(moved):
+            self._stage_many(item, version, "u", afters)
+            return
+        for before, after, key_moved in zip(befores, afters, moved, strict=True):
+            if key_moved:
+                self._stage_unless_snapshotted(item, version, "d", before, handoff, key_at)
+                self._stage_unless_snapshotted(item, version, "c", after, handoff, key_at)
+            else:
+                self._stage_unless_snapshotted(item, version, "u", after, handoff, key_at)
+
+    def _stage_decoded(
+        self, item: RowsEvent, version: TableVersion, handoff: TableHandoff | None, key_at: tuple[int, ...] | None
+    ) -> None:
+        """Stage row images the library decodes: images without every column (``binlog_row_image``
+        MINIMAL or NOBLOB) and partial JSON updates, completed where the binlog allows (see
+        :mod:`.table_versions`); a change that cannot be staged exactly leaves the table waiting for a
+        rebuild."""
+        where = f"{item.database}.{item.table}"
+        convert = version.converter.convert_partial
+        rows = decoded_rows(item.event)
+        if item.kind == "insert":
+            for row in rows:
+                image = convert(row["values"])
+                values = fill_defaults(version, image, self._defaults(item, version, image))
+                if values is None:
+                    missing = sorted((image[1] or {}).keys())
+                    self._rebuild(item, f"an insert logged without columns {missing} whose default is not known")
+                    return
+                self._stage_unless_snapshotted(item, version, "c", values, handoff, key_at)
+            return
+        if item.kind == "delete":
+            for row in rows:
+                values, partial = convert(row["values"])
+                self._stage_unless_snapshotted(item, version, "d", values, handoff, key_at, partial)
+            return
+        compared = version.key_positions if key_at is None else tuple(sorted({*version.key_positions, *key_at}))
+        for row in rows:
+            before = convert(row["before_values"])
+            after = complete_update(version, before, convert(row["after_values"]), where)
+            missing_keys = [p for p in compared if version.names[p] in (before[1] or {})]
+            if missing_keys:
+                self._rebuild(item, "an update logged without its key columns")
+                return
+            if differ(before[0], after[0], compared, version.names):
+                if after[1] is not None:
+                    self._rebuild(item, "a key change logged without every column of the new row")
+                    return
+                self._stage_unless_snapshotted(item, version, "d", before[0], handoff, key_at, before[1])
+                self._stage_unless_snapshotted(item, version, "c", after[0], handoff, key_at)
+            else:
+                self._stage_unless_snapshotted(item, version, "u", after[0], handoff, key_at, after[1])
+
+    def _defaults(self, item: RowsEvent, version: TableVersion, image: Image) -> dict[str, Any]:
+        """The known defaults of the columns an insert's image lacks."""
+        defaults: dict[str, Any] = {}
+        for name in image[1] or {}:
+            known = self.tracker.default_value(item.database, item.table, name)
+            if known is not None:
+                defaults[name] = known.value
+        return defaults
+
+    def _rebuild(self, item: RowsEvent, reason: str) -> None:
+        """Stop staging the table in this window: it waits for a fresh snapshot."""
+        event = self.tracker.rebuild(
+            TableRef(item.database, item.table), self._peek_seq(), self._current_gtid_text, reason
+        )
+        self.schema_events.append(event)
+        self.versions = {key: value for key, value in self.versions.items() if key[:2] != (item.database, item.table)}
+
+    def _stage_many(self, item: RowsEvent, version: TableVersion, op: str, images: list[tuple[Any, ...]]) -> None:
+        """Stage consecutive images of one op (the common case: no snapshot hand-off applies)."""
+        if not images:
+            return
+        assert self.current is not None
+        first_seq = cdc_seq(self.window.window_id, self.position)
+        self.position += len(images)
+        cdc_seq(self.window.window_id, self.position - 1)  # raises when the window holds too many changes
+        self.writer.add_images(
+            item.database,
+            item.table,
+            version.schema_version,
+            version.schema,
+            images,
+            (op, self._current_gtid_text, first_seq, self.current.commit_ts_us),
+        )
+        self.rows += len(images)
+
+    def _stage_unless_snapshotted(
+        self,
+        item: RowsEvent,
+        version: TableVersion,
+        op: str,
+        converted: tuple[Any, ...],
+        handoff: TableHandoff | None,
+        key_at: tuple[int, ...] | None,
+        partial: dict[str, str] | None = None,
+    ) -> None:
+        assert self.current is not None
+        if handoff is not None and key_at is not None:
+            key = tuple(converted[i] for i in key_at)
+            if self.handoffs.skips(handoff, self.current.gtid, key):
+                self.skipped_events += 1
+                return
+        self._stage(item, version, op, converted, partial)
+
+    def on_statement(self, item: QueryStatement) -> None:
+        """Apply a statement to the tracked schemas; record TRUNCATE markers, schema events and the DDL
+        that concerns selected tables, in binlog order."""
+        assert self.current is not None
+        gtid = self._current_gtid_text
+        seq = self._peek_seq()
+        outcome = self.tracker.on_statement(item.sql, item.database, seq, gtid, item.sql_mode, self._in_snapshot)
+        if not outcome.relevant:
+            return
+        self.position += 1
+        for table_name in outcome.truncated:
+            database, table = table_name.split(".", 1)
+            self.truncates.append(TruncateMarker(database, table, seq, gtid))
+        self.schema_events += [self._with_version(event) for event in outcome.events]
+        statement = item.sql.strip()
+        self.ddl.append(DdlStatement(item.database, statement, seq, gtid))
+        self.store.record_ddl(self.request.pipeline, gtid, item.database, statement, self.window.window_id)
+
+    def _in_snapshot(self, table_name: str, gtid: str) -> bool | None:
+        """Whether the governing snapshot of a table holds the current transaction: in every chunk
+        (True), in some (None) or in none (False)."""
+        assert self.current is not None
+        database, table = table_name.split(".", 1)
+        handoff = self.handoffs.get(database, table) if self.handoffs else None
+        return False if handoff is None else handoff.by_gtid(self.current.gtid)
+
+    def _with_version(self, event: SchemaEvent) -> SchemaEvent:
+        """A schema event with the table's version after it; the version gets a staged file (with no
+        rows when none follow), so the apply reads its columns' types from Parquet."""
+        if event.kind not in (COLUMN_ADDED, COLUMN_DROPPED, COLUMN_RENAMED, COLUMN_RETYPED, RESET):
+            return event
+        tracked = self.tracker.specs(event.database, event.table)
+        if tracked is None:
+            return event  # the table is gone (or waits for a rebuild)
+        specs, ids = tracked
+        number = self._register(event.database, event.table, specs, ids)
+        self.writer.ensure_file(event.database, event.table, number, arrow_schema(specs))
+        return dataclasses.replace(event, schema_version=number)
+
+    def start_transaction(self, item: TransactionStart) -> None:
+        """A transaction of the window begins."""
+        self.current = item
+        self._current_gtid_text = str(item.gtid)
+        if self.first_commit_ts_us is None:
+            self.first_commit_ts_us = item.commit_ts_us
+
+    def commit(self) -> None:
+        """The current transaction is complete: it now belongs to the window's upper bound."""
+        assert self.current is not None
+        self._seen_gtids.append(self.current.gtid)
+        self.transactions += 1
+        self.last_commit_ts_us = self.current.commit_ts_us
+        self.current = None
+        self._current_gtid_text = ""
+        if len(self._seen_gtids) >= 10_000:
+            self._fold_seen()
+        self.log_progress()
+
+    def _fold_seen(self) -> None:
+        if self._seen_gtids:
+            self.seen = self.seen | GtidSet.of(self._seen_gtids)
+            self._seen_gtids = []
+
+    def seen_set(self) -> GtidSet:
+        """Every transaction read so far (complete ones only)."""
+        self._fold_seen()
+        return self.seen
+
+    def log_progress(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_progress >= PROGRESS_EVERY_SECONDS:
+            elapsed = max(now - self._started, 1e-6)
+            log.info(
+                "window %s: %s rows (%.0f rows/s), %s row events already in snapshots, %s transactions, "
+                "%.1f MB of row events, last GTID %s",
+                self.window.window_id,
+                self.rows,
+                self.rows / elapsed,
+                self.skipped_events,
+                self.transactions,
+                self.approx_bytes / 1e6,
+                self._seen_gtids[-1] if self._seen_gtids else "-",
+            )
+            self._last_progress = now
+
+
+def read_window(
+    request: CaptureRequest,
+    source: MySqlConnectionConfig,
+    store: FrontierStore,
+    window: WindowRecord,
+    bound: WindowBound,
+    writer: WindowStagingWriter,
+    clock: Callable[[], float] = time.monotonic,
+) -> WindowReader:
+    """One pass over the binlog from the window's lower bound until the bound is reached."""
+    handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
+    state = WindowReader(request, store, window, bound, writer, handoffs)
+    if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
+        state.covered = _purged_but_in_snapshots(request, source, window, handoffs)
+    start = window.lower | state.covered
+    # Transactions the window must contain before it may end: its bound (catch_up, re-read) or,
+    # for data_interval, everything committed when the task started (unless the cut-off comes first).
+    must_reach = bound.gtids if bound.gtids is not None else server_state(source)[0]
+    needed = must_reach - start
+    remaining = len(needed)
+    if remaining == 0:
+        return state  # nothing was committed past the lower bound: an empty window, no stream needed
+    try:
+        _stream(request, source, start, bound, state, needed, remaining, clock)
+    finally:
+        handoffs.close()
+    state.log_progress(force=True)
+    return state
+
+
+def _purged_but_in_snapshots(
+    request: CaptureRequest, source: MySqlConnectionConfig, window: WindowRecord, handoffs: HandoffRules
+) -> GtidSet:
+    """The purged GTIDs past the window's lower bound, when every selected table was re-snapshotted
+    past them (the window then starts after them); empty when nothing is purged past the bound.
+
+    Raises :class:`BinlogPurgedError` naming the tables still to re-snapshot otherwise."""
+    with connection_to(source) as connection:
+        purged = GtidSet.parse(str(query_value(connection, source, "SELECT @@GLOBAL.gtid_purged") or ""))
+        missing = purged - window.lower
+        if not missing:
+            return GtidSet()
+        tables = selected_tables(connection, source, request.tables)
+    uncovered = [name for name in tables if not missing <= handoffs.covered.get(name, GtidSet())]
+    if uncovered:
+        raise BinlogPurgedError(
+            f"pipeline {request.pipeline!r} window {window.window_id}: the server has purged {missing} "
+            f"(gtid_purged minus the window's lower bound {str(window.lower) or '(empty)'}), which the pipeline "
+            "never read. Re-snapshot the selected tables whose snapshot does not hold them yet (run the "
+            f"snapshot with resnapshot={uncovered!r}), then re-run this capture: it continues after the "
+            "purged transactions"
+        )
+    log.warning(
+        "window %s: %s is purged but every selected table's snapshot holds it; reading from after it",
+        window.window_id,
+        missing,
+    )
+    return missing
+
+
+def _stream(
+    request: CaptureRequest,
+    source: MySqlConnectionConfig,
+    start: GtidSet,
+    bound: WindowBound,
+    state: WindowReader,
+    needed: GtidSet,
+    remaining: int,
+    clock: Callable[[], float],
+) -> None:
+    idle_since: float | None = None
+    window_id = state.window.window_id
+    with BinlogReader(
+        source,
+        after=start,
+        replica_server_id=request.replica_server_id,
+        only_tables=request.tables.matches,
+        heartbeat_seconds=HEARTBEAT_SECONDS,
+    ) as reader:
+        for item in reader:
+            if isinstance(item, TransactionStart):
+                idle_since = None
+                if state.current is not None:
+                    raise TerminalCdcError(f"binlog stream opened {item.gtid} inside {state.current.gtid}")
+                if bound.skips(item.gtid):
+                    continue  # not part of this window: its events are ignored while current is None
+                if bound.ends_before(item.gtid, item.commit_ts_us):
+                    break
+                if not bound.exact:
+                    cap = request.caps.reached(state.rows, state.approx_bytes, state.transactions)
+                    if cap is not None:
+                        log.info("window %s ends early on a transaction boundary: %s reached", window_id, cap)
+                        break
+                state.start_transaction(item)
+            elif isinstance(item, Idle):
+                if remaining <= 0:
+                    break
+                idle_since = idle_since or clock()
+                if clock() - idle_since > MISSING_TRANSACTIONS_TIMEOUT_SECONDS:
+                    raise WindowIncompleteError(
+                        f"window {window_id}: transactions {needed - state.seen_set()} did not arrive "
+                        "from the server; retry the task"
+                    )
+            elif isinstance(item, Rotate):
+                state.on_rotate()
+            elif state.current is None:
+                continue  # an event of a skipped transaction
+            elif isinstance(item, RowsEvent):
+                state.on_rows(item)
+            elif isinstance(item, QueryStatement):
+                state.on_statement(item)
+            elif isinstance(item, TransactionCommit):
+                gtid = state.current.gtid
+                state.commit()
+                if gtid in needed:
+                    remaining -= 1
+                    if remaining <= 0 and bound.before_us is None:
+                        break
