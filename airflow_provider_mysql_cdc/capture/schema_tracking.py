@@ -197,14 +197,14 @@ class SchemaTracker:
         self.pending: dict[str, str] = {}
         #: Bumped whenever a table's tracked schema changes (table versions are cached per epoch).
         self.epochs: dict[TableRef, int] = {}
+        #: The followed tables before the statement being applied.
+        self._before: dict[TableRef, TrackedTable] = {}
         self._load()
 
     # -- state ------------------------------------------------------------------------------------
 
     def _load(self) -> None:
-        """The schemas in force at the window's start, and the tables still waiting for a rebuild: a
-        request is settled by anything that gave the table a new tracked schema after it (a snapshot,
-        a CREATE of a new table under that name, its DROP)."""
+        """The schemas in force at the window's start, and the tables still waiting for a rebuild."""
         if self.record:
             self.store.forget_captured_schemas(self.pipeline, self.window_id)
         latest = self.store.tracked_schemas_before(self.pipeline, self.window_id)
@@ -215,18 +215,8 @@ class SchemaTracker:
             self.tables[table.ref] = table
             if record.source != "table_map":
                 self.defaults_known.add(table.ref)
-        snapshots = self.store.list_snapshots(self.pipeline)
-        for request in self.store.rebuild_requests(self.pipeline):
-            if request.window_id >= self.window_id:
-                continue
-            last = latest.get(request.table_name)
-            settled = last is not None and (last.window_id, last.seq) > (request.window_id, request.seq)
-            settled = settled or any(
-                request.window_id < snapshot.handoff_window <= self.window_id and request.table_name in snapshot.tables
-                for snapshot in snapshots
-            )
-            if not settled:
-                self.pending[request.table_name] = f"window {request.window_id} (GTID {request.gtid}): {request.reason}"
+        for name, request in self.store.pending_rebuilds(self.pipeline, self.window_id).items():
+            self.pending[name] = f"window {request.window_id} (GTID {request.gtid}): {request.reason}"
 
     def _save(self, ref: TableRef, seq: int, source: str) -> None:
         self.epochs[ref] = self.epochs.get(ref, 0) + 1
@@ -319,6 +309,7 @@ class SchemaTracker:
         waiting = {ref: t for ref, t in self.tables.items() if str(ref) in self.pending}
         followed = {ref: t for ref, t in self.tables.items() if ref not in waiting}
         update = apply_statement(followed, statement, sql_mode=sql_mode)
+        self._before = followed
         self.tables = {**waiting, **update.tables, **{r: t for r, t in settled.items() if t is not None}}
         truncated: list[str] = []
         for effect in update.effects:
@@ -370,7 +361,7 @@ class SchemaTracker:
             return []
         if isinstance(effect, TableDropped | TableCreated):
             # Gone, or a new identity: whatever waited for a rebuild is moot (a new table is followed).
-            self.pending.pop(str(ref), None)
+            self._settle(ref, seq)
             return [SchemaEvent(ref.database, ref.table, seq, gtid, RESET, reason=text)]
         if str(ref) in self.pending:
             return []
@@ -401,10 +392,23 @@ class SchemaTracker:
             change = f"column {effect.name!r} changed from {effect.old.type_text} to {effect.new.type_text}"
             return [self.rebuild(ref, seq, gtid, f"{change}: {effect.reason}")]
         if isinstance(effect, KeyChanged):
+            if self._same_key_columns(ref, effect):
+                return []  # its columns renamed or retyped: their own effects say whether that is followed
             change = f"primary key changed from {list(effect.old_key)} to {list(effect.new_key)}"
             return [self.rebuild(ref, seq, gtid, change)]
         assert isinstance(effect, DataChangeUnknown)
         return [self.rebuild(ref, seq, gtid, effect.reason)]
+
+    def _same_key_columns(self, ref: TableRef, effect: KeyChanged) -> bool:
+        """Whether a primary key is made of the same column identities before and after a statement."""
+        before, after = self._before.get(ref), self.tables.get(ref)
+        if before is None or after is None or not effect.old_key or not effect.new_key:
+            return False
+        old = [before.column(name) for name in effect.old_key]
+        new = [after.column(name) for name in effect.new_key]
+        if any(column is None for column in (*old, *new)):
+            return False
+        return [c.column_id for c in old if c] == [c.column_id for c in new if c]
 
     def _renamed(self, effect: TableRenamed, seq: int, gtid: str, text: str) -> list[SchemaEvent]:
         """A renamed table: gone under its old name; under its new name its rows are another table's
@@ -412,11 +416,17 @@ class SchemaTracker:
         events = []
         old, new = effect.old, effect.new
         if self._selected(old):
-            self.pending.pop(str(old), None)
+            self._settle(old, seq)
             events.append(SchemaEvent(old.database, old.table, seq, gtid, RESET, reason=text))
         if self._selected(new):
             events.append(self.rebuild(new, seq, gtid, f"renamed from {old}: the rows under this name changed"))
         return events
+
+    def _settle(self, ref: TableRef, seq: int) -> None:
+        """A table waiting for a rebuild was dropped, renamed away or created anew: the wait is over,
+        and the metadata store records it (a later window must not wait either)."""
+        if self.pending.pop(str(ref), None) is not None:
+            self._save(ref, seq, "ddl" if ref in self.tables else "dropped")
 
     def rebuilds_pending(self) -> Mapping[str, str]:
         """``db.table`` -> why, for every selected table waiting for a fresh snapshot."""

@@ -47,6 +47,7 @@ from airflow_provider_mysql_cdc.core.staging import (
     StagingManifest,
     cdc_seq,
 )
+from airflow_provider_mysql_cdc.core.table_schema import SchemaModelError, table_from_create
 from airflow_provider_mysql_cdc.core.types import (
     DECIMAL128_MAX_PRECISION,
     INTEGER_TYPES,
@@ -585,7 +586,9 @@ def snapshot_chunk(
                 )
                 schemas: tuple[SchemaVersionInfo, ...] = ()
                 rows = 0
+                create_statement = None
                 if point.table_exists:
+                    create_statement = _create_statement(read_connection, source, chunk)
                     info, rows = _stream_rows(request, store, read_connection, source, chunk, writer)
                     schemas = (info,)
                 else:
@@ -627,6 +630,7 @@ def snapshot_chunk(
         )
         return _finished_result(staging, winner)
     log.info("chunk %s of %s finished: %s rows", chunk.chunk_no, record.table_name, rows)
+    _record_tracked_schema(store, snapshot, chunk, create_statement)
     write_table_manifest_when_complete(staging, store, snapshot, record.table_name)
     return ChunkResult(
         request.pipeline,
@@ -638,6 +642,41 @@ def snapshot_chunk(
         uri,
         point.lock_ms,
         False,
+    )
+
+
+def _create_statement(
+    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, chunk: SnapshotChunk
+) -> str:
+    """``SHOW CREATE TABLE`` on the chunk's read connection: its transaction holds the table's metadata
+    lock, so this is the schema of the chunk's rows (generated invisible primary keys shown)."""
+    with contextlib.suppress(MySqlQueryError):  # MySQL before 8.0.30 has no such variable, nor such keys
+        _execute(connection, source, "SET SESSION show_gipk_in_create_table_and_information_schema = ON")
+    table = f"{quote_identifier(chunk.database)}.{quote_identifier(chunk.table)}"
+    rows = query(connection, source, f"SHOW CREATE TABLE {table}")
+    return str(rows[0][1])
+
+
+def _record_tracked_schema(
+    store: FrontierStore, snapshot: SnapshotRecord, chunk: SnapshotChunk, create_statement: str | None
+) -> None:
+    """Record the table's schema at the snapshot's hand-off (capture follows its columns from there).
+    A statement the schema model cannot read is recorded as not known: capture then tracks the table
+    from its first table map."""
+    if create_statement is None:
+        return
+    try:
+        tracked = json.dumps(table_from_create(create_statement, chunk.database).to_json(), sort_keys=True)
+    except SchemaModelError as exc:
+        log.warning("%s.%s: its schema is not tracked from the snapshot (%s)", chunk.database, chunk.table, exc)
+        tracked = None
+    store.record_tracked_schema(
+        snapshot.pipeline,
+        f"{chunk.database}.{chunk.table}",
+        snapshot.handoff_window,
+        -1,
+        f"snapshot:{snapshot.snapshot_id}",
+        tracked,
     )
 
 

@@ -217,6 +217,20 @@ class SchemaRecords:
                     )
                 )
 
+    def pending_rebuilds(self, pipeline: str, window_id: int) -> dict[str, RebuildRequest]:
+        """``db.table`` -> the request of each table still waiting for a rebuild when window
+        ``window_id`` starts. A request is settled by anything that gave the table a new tracked schema
+        after it: a snapshot whose hand-off comes later, a CREATE of a new table under the name, its DROP."""
+        latest = self.tracked_schemas_before(pipeline, window_id)
+        pending: dict[str, RebuildRequest] = {}
+        for request in self.rebuild_requests(pipeline):
+            if request.window_id >= window_id:
+                continue
+            last = latest.get(request.table_name)
+            if last is None or (last.window_id, last.seq) <= (request.window_id, request.seq):
+                pending[request.table_name] = request
+        return pending
+
     def rebuild_requests(self, pipeline: str) -> list[RebuildRequest]:
         """Every rebuild request of the pipeline, oldest window first."""
         columns = rebuild_requests_table.c

@@ -33,8 +33,8 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, decoded_rows
+from airflow_provider_mysql_cdc.decoding.json_diff import apply_json_diffs, diffs_from_text
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.mysql_servers import MySqlTestServer
@@ -498,7 +498,7 @@ def roundtrip(server: MySqlTestServer, case: Case, tmp_path: Path) -> tuple[Stag
         converter = RowConverter(specs)
         for row in decoded_rows(event):
             for op, phase, image in _images(event, row):
-                staged.append((*converter.convert(image), op, None, len(staged), None))
+                staged.append((*converter.convert(image), None, op, None, len(staged), None))
                 expected.append((phase, int(image["id"])))
     schema = arrow_schema(specs)
     path = tmp_path / f"{case.name}.parquet"
@@ -610,19 +610,23 @@ def test_timestamps_do_not_depend_on_the_local_time_zone(
     assert results[0] == results[1] == results[2]
 
 
-def test_partial_json_updates_are_refused(mysql_server: MySqlTestServer) -> None:
-    """With ``binlog_row_value_options=PARTIAL_JSON`` the after image holds a diff, not the document."""
+def test_partial_json_updates_are_read_with_every_diff(mysql_server: MySqlTestServer) -> None:
+    """With ``binlog_row_value_options=PARTIAL_JSON`` the after image holds diffs, not the document: every
+    diff of the column is read (the library reads only the first), and applied to the before image they
+    give the document MySQL stores."""
     table = f"`{DATABASE}`.`partial_json`"
     mysql_server.execute(
         f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`",
         f"DROP TABLE IF EXISTS {table}",
         f"CREATE TABLE {table} (id INT PRIMARY KEY, j JSON)",
-        f"""INSERT INTO {table} VALUES (1, '{{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxx"}}')""",
+        f"""INSERT INTO {table} VALUES (1, '{{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxx", "c": [1, 2]}}')""",
     )
     start = _binlog_position(mysql_server)
     mysql_server.execute(
-        "SET binlog_row_value_options = 'PARTIAL_JSON'", f"UPDATE {table} SET j = JSON_SET(j, '$.a', 2) WHERE id = 1"
+        "SET binlog_row_value_options = 'PARTIAL_JSON'",
+        f"UPDATE {table} SET j = JSON_REMOVE(JSON_SET(j, '$.a', 2, '$.new', 'n'), '$.c[0]') WHERE id = 1",
     )
+    (stored,) = mysql_server.execute(f"SELECT CAST(j AS CHAR) FROM {table} WHERE id = 1")[0]
     install_library_fixes()
     reader = BinLogStreamReader(
         connection_settings=mysql_server.cdc.pymysql_kwargs(),
@@ -640,8 +644,12 @@ def test_partial_json_updates_are_refused(mysql_server: MySqlTestServer) -> None
         assert [type(event) for event in events] == [PartialUpdateRowsEvent]
         converter = RowConverter(column_specs_from_table_map(events[0]))
         (row,) = decoded_rows(events[0])
-        assert converter.convert(row["before_values"])[:2] == (1, '{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxx"}')
-        with pytest.raises(TerminalCdcError, match="binlog_row_value_options"):
-            converter.convert(row["after_values"])
+        before, _ = converter.convert_partial(row["before_values"])
+        assert before[:2] == (1, '{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxx", "c": [1, 2]}')
+        after, partial = converter.convert_partial(row["after_values"])
+        assert after[1] is None and partial is not None
+        diffs = diffs_from_text(partial["j"])
+        assert [d.operation for d in diffs] == ["replace", "insert", "remove"]
+        assert apply_json_diffs(before[1], diffs) == stored
     finally:
         reader.close()

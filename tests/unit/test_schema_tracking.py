@@ -159,3 +159,13 @@ def test_a_published_window_read_again_records_nothing(store: FrontierStore) -> 
     run(CREATE)
     run("ALTER TABLE t MODIFY f2 INT")
     assert store.rebuild_requests("p") == [] and store.tracked_schemas_before("p", 9) == {}
+
+
+def test_widening_a_key_column_is_followed(store: FrontierStore) -> None:
+    run = Statements(tracker(store))
+    run(CREATE)
+    assert [e.kind for e in run("ALTER TABLE t MODIFY id BIGINT NOT NULL").events] == ["column_retyped"]
+    assert [e.kind for e in run("ALTER TABLE t RENAME COLUMN id TO ident").events] == ["column_renamed"]
+    assert run.tracker.rebuilds_pending() == {}
+    (event,) = run("ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (f1)").events
+    assert event.kind == "rebuild"

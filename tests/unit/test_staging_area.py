@@ -139,7 +139,7 @@ def test_the_filesystem_is_opened_once(tmp_path: Path, opened: list[str]) -> Non
     staging = Staging(str(tmp_path), "p")
     staging.require_writable(staging.window_attempts_dir())
     writer = WindowStagingWriter(staging, 1)
-    writer.add("db", "t", 1, SCHEMA, (1, None, "c", "u:1", cdc_seq(1, 0), None), "c", 0)
+    writer.add("db", "t", 1, SCHEMA, (1, None, None, "c", "u:1", cdc_seq(1, 0), None), "c", 0)
     uri = writer.publish(_window_manifest("p", 1, tuple(writer.finish())))
     manifest = staging.read_window_manifest(1)
     assert manifest is not None
@@ -173,7 +173,7 @@ def test_small_files_are_written_atomically(tmp_path: Path) -> None:
 def test_publish_leaves_no_temporary_file(tmp_path: Path) -> None:
     staging = Staging(str(tmp_path), "p")
     writer = SnapshotChunkWriter(staging, "000001", "db", "t", 7, label="chunk 7")
-    writer.add("db", "t", 1, SCHEMA, (1, None, "r", None, cdc_seq(0, 0), None), "r", 0)
+    writer.add("db", "t", 1, SCHEMA, (1, None, None, "r", None, cdc_seq(0, 0), None), "r", 0)
     manifest = _chunk_manifest("p", writer.attempt, tuple(writer.finish()))
     uri = writer.publish(manifest)
     chunk_dir = staging.chunk_dir("000001", "db", "t", 7, writer.attempt)

@@ -36,7 +36,9 @@ def test_rows_in_memory_stay_under_the_budget_across_tables(tmp_path: Path) -> N
     peak = 0
     for position in range(95):
         table = f"t{position % 3}"
-        writer.add("db", table, 1, SCHEMA, (position, None, "c", "u:1", cdc_seq(3, position), None), "c", position)
+        writer.add(
+            "db", table, 1, SCHEMA, (position, None, None, "c", "u:1", cdc_seq(3, position), None), "c", position
+        )
         peak = max(peak, sum(staged.buffered_rows() for staged in writer._files.values()))
     assert peak <= 10
     uri = writer.publish(_manifest(writer))
@@ -57,7 +59,7 @@ def test_rows_in_memory_stay_under_the_budget_across_tables(tmp_path: Path) -> N
 def test_nothing_is_visible_before_publish_and_discard_leaves_no_trace(tmp_path: Path) -> None:
     staging = Staging(str(tmp_path), "p")
     writer = WindowStagingWriter(staging, 1)
-    writer.add("db", "t", 1, SCHEMA, (1, None, "c", "u:1", cdc_seq(1, 0), None), "c", 0)
+    writer.add("db", "t", 1, SCHEMA, (1, None, None, "c", "u:1", cdc_seq(1, 0), None), "c", 0)
     files = writer.finish()
     assert staging.read_window_manifest(1) is None
     assert not (tmp_path / "p" / "windows" / "00000001").exists()
@@ -70,7 +72,7 @@ def test_nothing_is_visible_before_publish_and_discard_leaves_no_trace(tmp_path:
 def test_a_new_attempt_deletes_the_debris_of_a_crashed_one(tmp_path: Path) -> None:
     staging = Staging(str(tmp_path), "p")
     crashed = WindowStagingWriter(staging, 2)
-    crashed.add("db", "t", 1, SCHEMA, (1, None, "c", "u:1", cdc_seq(2, 0), None), "c", 0)
+    crashed.add("db", "t", 1, SCHEMA, (1, None, None, "c", "u:1", cdc_seq(2, 0), None), "c", 0)
     crashed.finish()  # the process "dies" here: no publish, no discard
     other_window = WindowStagingWriter(staging, 20)
     WindowStagingWriter(Staging(str(tmp_path), "p"), 2)
@@ -91,6 +93,7 @@ def test_a_snapshot_chunk_publishes_batches_under_its_attempt_directory(tmp_path
         [
             ids,
             pa.nulls(5, SCHEMA.field("_cdc_invalid_values").type),
+            pa.nulls(5, SCHEMA.field("_cdc_partial").type),
             pa.array(["r"] * 5),
             pa.nulls(5, pa.string()),
             pa.array(range(5), pa.int64()),

@@ -19,6 +19,7 @@ import pytest
 from airflow_provider_mysql_cdc.core.types import (
     CDC_COLUMN_NAMES,
     INVALID_VALUES_COLUMN,
+    PARTIAL_COLUMN,
     ColumnSpec,
     arrow_schema,
     arrow_type,
@@ -116,11 +117,19 @@ SPECS = (
 def test_schema_has_table_columns_then_cdc_columns() -> None:
     schema = arrow_schema(SPECS)
     assert schema.names == ["id", "name", "state", "created", *CDC_COLUMN_NAMES]
-    assert CDC_COLUMN_NAMES == (INVALID_VALUES_COLUMN, "_cdc_op", "_cdc_gtid", "_cdc_seq", "_cdc_commit_ts")
+    assert CDC_COLUMN_NAMES == (
+        INVALID_VALUES_COLUMN,
+        PARTIAL_COLUMN,
+        "_cdc_op",
+        "_cdc_gtid",
+        "_cdc_seq",
+        "_cdc_commit_ts",
+    )
     assert schema.field("_cdc_op").type == pa.string() and not schema.field("_cdc_op").nullable
     assert schema.field("_cdc_seq").type == pa.int64() and not schema.field("_cdc_seq").nullable
     assert schema.field("_cdc_commit_ts").type == pa.timestamp("us", tz="UTC")
     assert schema.field(INVALID_VALUES_COLUMN).type == pa.map_(pa.string(), pa.string())
+    assert schema.field(PARTIAL_COLUMN).type == pa.map_(pa.string(), pa.string())
     assert all(schema.field(spec.name).nullable for spec in SPECS)
 
 
@@ -135,7 +144,8 @@ def test_fingerprint_is_stable() -> None:
     # A constant: the fingerprint names staging directories and schema history rows across runs.
     assert schema_fingerprint(SPECS) == schema_fingerprint(list(SPECS))
     assert len(schema_fingerprint(SPECS)) == 16
-    assert schema_fingerprint(SPECS) == "d3e2ae7e31c2f146"
+    assert schema_fingerprint(SPECS) == "48b3877486d3dd6b"
+    assert schema_fingerprint(SPECS, (1, 2, 3, 4)) != schema_fingerprint(SPECS, (1, 3, 2, 4))  # identities count
 
 
 def test_fingerprint_follows_names_order_and_types_only() -> None:
@@ -331,7 +341,7 @@ def test_row_converter() -> None:
     assert empty[8] == '[1, {"k": null}]'
     assert empty[-1] is None
     schema = arrow_schema(specs)
-    table = pa.Table.from_pylist([dict(zip(schema.names, (*row, "c", "gtid", 1, None), strict=True))], schema)
+    table = pa.Table.from_pylist([dict(zip(schema.names, (*row, None, "c", "gtid", 1, None), strict=True))], schema)
     assert table.column(INVALID_VALUES_COLUMN).to_pylist() == [[("day", "0000-00-00")]]
     with pytest.raises(TerminalCdcError, match="columns"):
         converter.convert({"id": 1})
