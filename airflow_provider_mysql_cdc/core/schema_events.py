@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from airflow_provider_mysql_cdc.errors import ConfigurationError
+
 COLUMN_ADDED = "column_added"
 COLUMN_DROPPED = "column_dropped"
 COLUMN_RENAMED = "column_renamed"
@@ -28,6 +30,23 @@ TRUNCATED = "truncated"
 RESET = "reset"
 REBUILD = "rebuild"
 EVENT_KINDS = frozenset({COLUMN_ADDED, COLUMN_DROPPED, COLUMN_RENAMED, COLUMN_RETYPED, TRUNCATED, RESET, REBUILD})
+
+#: A pipeline's answer to a change a target cannot follow: ``rebuild`` the table from a fresh snapshot in
+#: the next run (automatically; readers see the old table until the new one replaces it in one commit),
+#: or ``stop`` the table with :class:`~airflow_provider_mysql_cdc.apply.plan.RebuildPendingError` until
+#: someone re-snapshots it. The other tables go on either way.
+SCHEMA_CHANGE_REBUILD = "rebuild"
+SCHEMA_CHANGE_STOP = "stop"
+SCHEMA_CHANGE_POLICIES = (SCHEMA_CHANGE_REBUILD, SCHEMA_CHANGE_STOP)
+
+
+def require_schema_change_policy(policy: str) -> str:
+    """``policy`` when it is one of :data:`SCHEMA_CHANGE_POLICIES`; ConfigurationError otherwise."""
+    if policy not in SCHEMA_CHANGE_POLICIES:
+        raise ConfigurationError(
+            f"schema_change_policy must be one of {', '.join(SCHEMA_CHANGE_POLICIES)}, not {policy!r}"
+        )
+    return policy
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from airflow_provider_mysql_cdc.core.chunks import (
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
+from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD, require_schema_change_policy
 from airflow_provider_mysql_cdc.core.staging import (
     CorruptStagingError,
     SchemaVersionInfo,
@@ -134,6 +135,9 @@ class SnapshotRequest:
     #: Most chunks one snapshot may have (Airflow maps at most ``[core] max_map_length`` tasks);
     #: checked before the snapshot is recorded.
     max_chunks: int = DEFAULT_MAX_CHUNKS
+    #: ``rebuild``: tables a window left waiting for a rebuild (a change their target could not follow)
+    #: are snapshotted again in this run; ``stop``: only when named in ``resnapshot``.
+    schema_change_policy: str = SCHEMA_CHANGE_REBUILD
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):
@@ -147,6 +151,7 @@ class SnapshotRequest:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
         if not 1 <= self.lock_wait_timeout_seconds <= 3600:
             raise ConfigurationError("lock_wait_timeout_seconds must be between 1 and 3600")
+        require_schema_change_policy(self.schema_change_policy)
 
 
 @dataclass(frozen=True)
@@ -354,8 +359,11 @@ def _new_snapshot(
                 f"(selected: {', '.join(existing) or 'none'})"
             )
     done = _snapshotted_tables(store, request.pipeline)
+    rebuilds = _pending_rebuilds(request, store, existing)
     tables = [
-        name for name in existing if name not in done or (again is not None and again.matches(*_split_name(name)))
+        name
+        for name in existing
+        if name not in done or name in rebuilds or (again is not None and again.matches(*_split_name(name)))
     ]
     if not tables:
         log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", request.pipeline)
@@ -363,7 +371,18 @@ def _new_snapshot(
     # Missing privileges, keyless tables and plans too big for Airflow's mapping are refused before
     # anything is recorded.
     _require_snapshot_privileges(connection, source, tables)
-    plans = {name: _plan_table(request, connection, source, name) for name in tables}
+    plans: dict[str, tuple[SnapshotChunk, ...]] = {}
+    for name in tables:
+        try:
+            plans[name] = _plan_table(request, connection, source, name)
+        except TableWithoutKeyError as exc:
+            if name not in rebuilds or name not in done or (again is not None and again.matches(*_split_name(name))):
+                raise
+            # A rebuild the table cannot have (it lost its key): it stays waiting, the others go on.
+            log.warning("%s waits for a rebuild since %s, but cannot be snapshotted: %s", name, rebuilds[name], exc)
+    tables = [name for name in tables if name in plans]
+    if not tables:
+        return None
     total = sum(len(chunks) for chunks in plans.values())
     if total > request.max_chunks:
         largest = max(plans, key=lambda name: len(plans[name]))
@@ -382,6 +401,20 @@ def _new_snapshot(
         record.handoff_window,
     )
     return record, plans
+
+
+def _pending_rebuilds(request: SnapshotRequest, store: FrontierStore, existing: Sequence[str]) -> dict[str, str]:
+    """``db.table`` -> why, for the selected tables still on the server that a window left waiting for a
+    rebuild (taken by this snapshot when the pipeline's policy is ``rebuild``)."""
+    if request.schema_change_policy != SCHEMA_CHANGE_REBUILD:
+        return {}
+    pending = store.pending_rebuilds(request.pipeline, _handoff_window(store, request.pipeline))
+    rebuilds = {
+        name: f"window {r.window_id} (GTID {r.gtid}): {r.reason}" for name, r in pending.items() if name in existing
+    }
+    for name, why in rebuilds.items():
+        log.info("pipeline %s: %s is snapshotted again to rebuild its target (%s)", request.pipeline, name, why)
+    return rebuilds
 
 
 def _require_snapshot_privileges(
