@@ -701,3 +701,5 @@ def parse_ddl(sql: str, default_database: str, *, sql_mode: SqlMode | int | str 
         return UnparsedDdl(sql.strip(), str(exc), parser.tables if parser is not None else None)
     except RecursionError:
         return UnparsedDdl(sql.strip(), "statement nested too deeply", None)
+    except Exception as exc:  # a parser bug must not stop capture: the statement stays unparsed
+        return UnparsedDdl(sql.strip(), f"internal parser error {type(exc).__name__}: {exc}", None)

@@ -36,8 +36,9 @@ BIT = "bit"  # b'..' / 0b..; value is the bytes as lower-case hex
 PUNCT = "punct"  # punctuation and operators
 END = "end"
 
+_DIGITS = "0123456789"
 _ESCAPES = {"0": "\0", "'": "'", '"': '"', "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "\\": "\\"}
-_NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _HEX_NUMBER = re.compile(r"0x([0-9a-fA-F]+)")
 _BIT_NUMBER = re.compile(r"0b([01]+)")
 _HEX_STRING = re.compile(r"[xX]'([0-9a-fA-F]*)'")
@@ -100,7 +101,10 @@ class _Lexer:
             self._skip_space_and_comments()
             if self.pos >= len(sql):
                 break
-            self.tokens.append(self._token())
+            token = self._token()
+            if token.end <= token.start:
+                raise DdlSyntaxError(f"cannot read the text at offset {token.start}")
+            self.tokens.append(token)
         if self.in_versioned:
             raise DdlSyntaxError("versioned comment /*! is not closed")
         self.tokens.append(Token(END, "", len(sql), len(sql)))
@@ -137,7 +141,7 @@ class _Lexer:
             raise DdlSyntaxError("nested versioned comment")
         start = self.pos + 3
         digits = 0
-        while digits < 5 and start + digits < len(self.sql) and self.sql[start + digits].isdigit():
+        while digits < 5 and start + digits < len(self.sql) and self.sql[start + digits] in _DIGITS:
             digits += 1
         if digits not in (0, 5):
             raise DdlSyntaxError(f"versioned comment with a {digits}-digit version")
@@ -169,7 +173,7 @@ class _Lexer:
                 if kind == HEX and len(match.group(1)) % 2:
                     raise DdlSyntaxError(f"hexadecimal literal with an odd number of digits at {pos}")
                 return self._emit(kind, convert(match.group(1)), match.end())
-        if char.isdigit() or (char == "." and pos + 1 < len(sql) and sql[pos + 1].isdigit() and not self._after_dot()):
+        if char in _DIGITS or (char == "." and sql[pos + 1 : pos + 2] in _DIGITS[1:] and not self._after_name()):
             return self._number_or_name()
         if _is_name_char(char):
             return self._word()
@@ -182,6 +186,10 @@ class _Lexer:
         token = Token(kind, value, self.pos, end, charset)
         self.pos = end
         return token
+
+    def _after_name(self) -> bool:
+        """A ``.`` right after a name qualifies it (``db.1t``), it does not start a number."""
+        return bool(self.tokens) and self.tokens[-1].kind in (WORD, NAME) and self.tokens[-1].end == self.pos
 
     def _after_dot(self) -> bool:
         return bool(self.tokens) and self.tokens[-1].is_punct(".") and self.tokens[-1].end == self.pos
@@ -205,7 +213,9 @@ class _Lexer:
                 return self._emit(kind, convert(match.group(1)), match.end())
         match = _NUMBER.match(sql, pos)
         assert match is not None  # starts with a digit or ".digit"
-        if match.end() >= name_end and not (match.end() < len(sql) and _is_name_char(sql[match.end()])):
+        if name_end == pos or (
+            match.end() >= name_end and not _is_name_char(sql[match.end() : match.end() + 1] or " ")
+        ):
             return self._emit(NUMBER, match.group(0), match.end())
         return self._emit(WORD, sql[pos:name_end], name_end)  # 1abc, 2e5x: a name
 
