@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from airflow_provider_mysql_cdc.core.ddl_charsets import max_bytes_per_char
-from airflow_provider_mysql_cdc.core.ddl_columns import LOB_BYTES
+from airflow_provider_mysql_cdc.core.ddl_columns import LOB_BYTES, parse_literal
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     BYTE_TYPES,
     CHARACTER_TYPES,
@@ -42,6 +42,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     ColumnDefinition,
     TableRef,
 )
+from airflow_provider_mysql_cdc.core.ddl_tokens import DdlSyntaxError, TokenCursor, tokenize
 from airflow_provider_mysql_cdc.core.ddl_values import (
     DECIMAL_MAX_STAGED_PRECISION,
     InvalidStaged,
@@ -101,9 +102,6 @@ def backfill_for(column: ColumnDefinition, *, truncate_fractions: bool | None = 
 
 def _literal_expression_value(column: ColumnDefinition, text: str, truncate_fractions: bool | None) -> Any:
     """``DEFAULT ('literal')`` / ``DEFAULT (5)``: a parenthesized single literal (not for JSON)."""
-    from airflow_provider_mysql_cdc.core.ddl_columns import TokenCursor, parse_literal
-    from airflow_provider_mysql_cdc.core.ddl_tokens import DdlSyntaxError, tokenize
-
     if column.mysql_type == "json":
         raise NotExact("a JSON expression default is normalized by MySQL")
     try:
