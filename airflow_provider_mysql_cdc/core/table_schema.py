@@ -281,6 +281,8 @@ def apply_statement(
     says (and CREATE/ALTER DATABASE statements change: :class:`DatabaseDdl` carries them): a CREATE TABLE
     without its own defaults takes them; without them its text columns keep ``charset`` None.
     Statements that do not fit the tracked schemas (the model is stale) make those tables ``unknown``.
+    ``tables`` must hold every existing table the caller follows: a CREATE TABLE IF NOT EXISTS of a
+    table missing from it is taken as creating the table.
     """
     state = _State(dict(tables))
     mode = SqlMode.of(sql_mode)
