@@ -17,7 +17,9 @@ Type facts checked on MySQL 9.7 (``COLUMN_TYPE`` of each written form):
   VARBINARY ``mediumblob``; ``BLOB(n)`` / ``TEXT(n)`` become the smallest type holding n bytes / n
   characters (TEXT(n) depends on the character set: left as ``text(n)`` until it is known);
 * ENUM and SET labels lose trailing spaces; GEOMETRYCOLLECTION is ``geomcollection``; YEAR(4) is
-  ``year``; VECTOR defaults to 2048 dimensions.
+  ``year``; VECTOR defaults to 2048 dimensions;
+* ``explicit_defaults_for_timestamp`` is ON (the default since 8.0): a TIMESTAMP column gets no implicit
+  NOT NULL, DEFAULT or ON UPDATE (the OFF rules are not followed).
 """
 
 from __future__ import annotations

@@ -183,6 +183,7 @@ def test_key_changes() -> None:
     pk = tables[T].column("pk")
     assert f1 is not None and not f1.definition.nullable
     assert pk is not None and not pk.definition.nullable  # stays NOT NULL after DROP PRIMARY KEY
+    assert [c.name for c in tables[T].columns if c.definition.primary_key] == ["f1", "c"]
 
 
 def test_dropping_a_key_column_shrinks_the_key() -> None:
