@@ -229,6 +229,13 @@ def test_create_drop_truncate_like_and_database() -> None:
     assert effects(database) == [TableDropped(T)] and tables == {}
 
 
+def test_an_alter_that_does_not_fit_still_follows_its_rename() -> None:
+    tables = tracked()
+    (update,) = run(tables, "ALTER TABLE t DROP COLUMN nope, RENAME TO u")
+    assert update.unknown == (TableRef(APP, "u"),) and T not in update.tables
+    assert update.effects[1:] == (TableRenamed(T, TableRef(APP, "u")),)
+
+
 def test_statements_the_model_cannot_follow() -> None:
     tables = tracked()
     select, unparsed, other = run(
