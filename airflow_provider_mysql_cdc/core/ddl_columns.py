@@ -1,5 +1,6 @@
 """Column definitions of MySQL DDL (pure): data types normalized the way
-``information_schema.COLUMNS.COLUMN_TYPE`` prints them, column attributes, DEFAULT clauses.
+``information_schema.COLUMNS.COLUMN_TYPE`` prints them, column attributes, DEFAULT clauses; and the
+table and database options of CREATE/ALTER TABLE and DATABASE.
 
 Type facts checked on MySQL 9.7 (``COLUMN_TYPE`` of each written form):
 
@@ -16,27 +17,33 @@ Type facts checked on MySQL 9.7 (``COLUMN_TYPE`` of each written form):
   VARBINARY ``mediumblob``; ``BLOB(n)`` / ``TEXT(n)`` become the smallest type holding n bytes / n
   characters (TEXT(n) depends on the character set: left as ``text(n)`` until it is known);
 * ENUM and SET labels lose trailing spaces; GEOMETRYCOLLECTION is ``geomcollection``; YEAR(4) is
-  ``year``; VECTOR defaults to 2048 dimensions.
+  ``year``; VECTOR defaults to 2048 dimensions;
+* ``explicit_defaults_for_timestamp`` is ON (the default since 8.0): a TIMESTAMP column gets no implicit
+  NOT NULL, DEFAULT or ON UPDATE (the OFF rules are not followed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_mysql_cdc.core.ddl_charsets import CHARSETS, charset_name, collation_name, max_bytes_per_char
-from airflow_provider_mysql_cdc.core.ddl_statements import ColumnDefinition, DefaultValue, GeneratedColumn
+from airflow_provider_mysql_cdc.core.ddl_charsets import charset_name, collation_name, max_bytes_per_char
+from airflow_provider_mysql_cdc.core.ddl_statements import (
+    ColumnDefinition,
+    DefaultValue,
+    GeneratedColumn,
+    SetTableDefaults,
+    TableOption,
+    UnknownAction,
+)
 from airflow_provider_mysql_cdc.core.ddl_tokens import (
     BIT,
-    END,
     HEX,
     NAME,
     NUMBER,
     STRING,
     WORD,
     DdlSyntaxError,
-    Token,
-    source_text,
+    TokenCursor,
 )
 
 _INTEGER_ALIASES = {
@@ -78,158 +85,6 @@ _TO_BINARY = {
 _CHARACTER_TYPES = frozenset({"char", "varchar", "enum", "set", *(name for name, _ in _TEXT_BY_SIZE)})
 _CURRENT_TIMESTAMP = ("CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP")
 _LABEL_ESCAPES = {"\\": "\\\\", "'": "''", "\0": "\\0", "\n": "\\n", "\r": "\\r", "\x1a": "\\Z"}
-
-
-class TokenCursor:
-    """Reads tokens of one statement: lookahead, keyword and punctuation tests, names, literals."""
-
-    def __init__(self, sql: str, tokens: Sequence[Token], *, real_as_float: bool = False) -> None:
-        self.sql = sql
-        self.tokens = tokens
-        self.index = 0
-        self.real_as_float = real_as_float
-
-    def peek(self, ahead: int = 0) -> Token:
-        """The token ``ahead`` positions on (END at the end)."""
-        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
-
-    def next(self) -> Token:
-        """Consume and return the current token."""
-        token = self.peek()
-        if token.kind != END:
-            self.index += 1
-        return token
-
-    def at_end(self) -> bool:
-        """True at the end of the statement (a trailing ``;`` counts as the end)."""
-        return self.peek().kind == END or (self.peek().is_punct(";") and self.peek(1).kind == END)
-
-    def at_word(self, *words: str) -> bool:
-        """True when the current token is one of the unquoted ``words``."""
-        return self.peek().is_word(*words)
-
-    def accept_word(self, *words: str) -> str | None:
-        """Consume one of ``words`` (returned upper-case) if it is next."""
-        if self.peek().is_word(*words):
-            return self.next().value.upper()
-        return None
-
-    def expect_word(self, *words: str) -> str:
-        """Consume one of ``words`` or raise."""
-        word = self.accept_word(*words)
-        if word is None:
-            raise self.error(f"expected {' or '.join(words)}")
-        return word
-
-    def accept_words(self, *words: str) -> bool:
-        """Consume the sequence ``words`` if all of it is next."""
-        if all(self.peek(i).is_word(word) for i, word in enumerate(words)):
-            self.index += len(words)
-            return True
-        return False
-
-    def at_punct(self, *symbols: str) -> bool:
-        """True when the current token is one of ``symbols``."""
-        return self.peek().is_punct(*symbols)
-
-    def accept_punct(self, *symbols: str) -> bool:
-        """Consume one of ``symbols`` if it is next."""
-        if self.peek().is_punct(*symbols):
-            self.next()
-            return True
-        return False
-
-    def expect_punct(self, symbol: str) -> None:
-        """Consume ``symbol`` or raise."""
-        if not self.accept_punct(symbol):
-            raise self.error(f"expected {symbol!r}")
-
-    def error(self, message: str) -> DdlSyntaxError:
-        """A syntax error at the current token."""
-        token = self.peek()
-        found = "the end" if token.kind == END else repr(self.sql[token.start : token.end])
-        return DdlSyntaxError(f"{message} at offset {token.start} (found {found})")
-
-    def identifier(self) -> str:
-        """A name: unquoted word or quoted name."""
-        token = self.peek()
-        if token.kind in (WORD, NAME):
-            return self.next().value
-        raise self.error("expected a name")
-
-    def name_or_string(self) -> str:
-        """A name, or a string (charset, collation and engine names may be quoted)."""
-        if self.peek().kind == STRING:
-            return self.next().value
-        return self.identifier()
-
-    def qualified_name(self) -> tuple[str | None, str]:
-        """``name`` or ``qualifier.name``."""
-        first = self.identifier()
-        if self.at_punct(".") and self.peek(1).kind in (WORD, NAME):
-            self.next()
-            return first, self.identifier()
-        return None, first
-
-    def balanced(self) -> list[Token]:
-        """A parenthesized group, parentheses included."""
-        start = self.index
-        self.expect_punct("(")
-        depth = 1
-        while depth:
-            token = self.next()
-            if token.kind == END:
-                raise self.error("unbalanced parentheses")
-            if token.is_punct("("):
-                depth += 1
-            elif token.is_punct(")"):
-                depth -= 1
-        return list(self.tokens[start : self.index])
-
-    def until(self, stop: Callable[[TokenCursor], bool]) -> list[Token]:
-        """Tokens up to (not including) the first place at parenthesis depth 0 where ``stop`` holds, or the end."""
-        start = self.index
-        while not self.at_end() and not stop(self):
-            if self.at_punct("("):
-                self.balanced()
-            elif self.at_punct(")"):
-                break
-            else:
-                self.next()
-        return list(self.tokens[start : self.index])
-
-    def text(self, tokens: Sequence[Token]) -> str:
-        """The source text of ``tokens``."""
-        return source_text(self.sql, tokens)
-
-    def integer(self) -> int:
-        """An unsigned integer literal."""
-        token = self.next()
-        if token.kind != NUMBER or not token.value.isdigit():
-            raise DdlSyntaxError(f"expected an integer at offset {token.start}")
-        return int(token.value)
-
-    def string(self) -> str:
-        """A string literal (adjacent literals joined)."""
-        if self.peek().kind != STRING:
-            raise self.error("expected a string")
-        parts = [self.next().value]
-        while self.peek().kind == STRING:
-            parts.append(self.next().value)
-        return "".join(parts)
-
-    def introducer(self) -> str | None:
-        """Consume a ``_charset`` introducer when a literal follows it."""
-        token = self.peek()
-        if (
-            token.kind == WORD
-            and token.value.startswith("_")
-            and charset_name(token.value[1:]) in CHARSETS
-            and self.peek(1).kind in (STRING, HEX, BIT)
-        ):
-            self.next()
-            return charset_name(token.value[1:])
-        return None
 
 
 # -- data types -----------------------------------------------------------------------------------
@@ -624,3 +479,77 @@ def parse_column_definition(cursor: TokenCursor, name: str) -> ColumnDefinition:
 def uses_charset(definition: ColumnDefinition) -> bool:
     """True for columns whose values are text in a character set (CHAR, VARCHAR, TEXT, ENUM, SET)."""
     return definition.mysql_type in _CHARACTER_TYPES
+
+
+# -- table and database options -------------------------------------------------------------------
+
+_TABLE_OPTION_WORDS = frozenset(
+    {
+        *("ENGINE", "AUTO_INCREMENT", "AVG_ROW_LENGTH", "CHECKSUM", "TABLE_CHECKSUM", "COMPRESSION"),
+        *("CONNECTION", "DELAY_KEY_WRITE", "ENCRYPTION", "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE"),
+        *("INSERT_METHOD", "KEY_BLOCK_SIZE", "MAX_ROWS", "MIN_ROWS", "PACK_KEYS", "PASSWORD", "ROW_FORMAT"),
+        *("STATS_AUTO_RECALC", "STATS_PERSISTENT", "STATS_SAMPLE_PAGES", "COMMENT", "AUTOEXTEND_SIZE"),
+        *("SECONDARY_ENGINE", "TABLESPACE", "UNION", "DATA", "INDEX", "TYPE"),
+    }
+)
+#: Storage engines that keep no rows: ALTER TABLE ... ENGINE=BLACKHOLE discards the table's data.
+_ROWLESS_ENGINES = frozenset({"BLACKHOLE"})
+
+
+def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | UnknownAction | None:
+    """One table option (ENGINE=..., DEFAULT CHARSET=..., ...) or None when none is next."""
+    start = cursor.index
+    cursor.accept_word("DEFAULT")
+    if cursor.accept_words("CHARACTER", "SET") or cursor.accept_word("CHARSET"):
+        cursor.accept_punct("=")
+        charset = charset_name(cursor.name_or_string())
+        collation = None
+        if cursor.accept_word("COLLATE"):
+            cursor.accept_punct("=")
+            collation = collation_name(cursor.name_or_string())
+        return SetTableDefaults(charset, collation)
+    if cursor.accept_word("COLLATE"):
+        cursor.accept_punct("=")
+        return SetTableDefaults(None, collation_name(cursor.name_or_string()))
+    if cursor.index != start or not cursor.at_word(*_TABLE_OPTION_WORDS):
+        cursor.index = start
+        return None
+    word = cursor.next().value.upper()
+    if word in ("DATA", "INDEX"):
+        cursor.expect_word("DIRECTORY")
+    cursor.accept_punct("=")
+    value = cursor.peek()
+    if word == "UNION":
+        cursor.balanced()
+    elif value.kind in (WORD, NAME, STRING, NUMBER):
+        cursor.next()
+    else:
+        raise cursor.error(f"expected a value of {word}")
+    if word == "TABLESPACE" and cursor.accept_word("STORAGE"):
+        cursor.expect_word("DISK", "MEMORY")
+    text = cursor.text(cursor.tokens[start : cursor.index])
+    if word in ("ENGINE", "TYPE") and value.value.upper() in _ROWLESS_ENGINES:
+        return UnknownAction(text)
+    return TableOption(text)
+
+
+def parse_database_options(cursor: TokenCursor) -> tuple[str | None, str | None]:
+    """CREATE/ALTER DATABASE options; returns the (character set, collation) they set."""
+    charset = collation = None
+    while not cursor.at_end():
+        cursor.accept_word("DEFAULT")
+        if cursor.accept_words("CHARACTER", "SET") or cursor.accept_word("CHARSET"):
+            cursor.accept_punct("=")
+            charset = charset_name(cursor.name_or_string())
+        elif cursor.accept_word("COLLATE"):
+            cursor.accept_punct("=")
+            collation = collation_name(cursor.name_or_string())
+        elif cursor.accept_word("ENCRYPTION"):
+            cursor.accept_punct("=")
+            cursor.string()
+        elif cursor.accept_words("READ", "ONLY"):
+            cursor.accept_punct("=")
+            cursor.next()
+        else:
+            raise cursor.error("unknown database option")
+    return charset, collation

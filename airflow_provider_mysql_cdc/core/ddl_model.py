@@ -162,14 +162,19 @@ def build_table(
 
 
 def with_key(table: TrackedTable, key: tuple[str, ...]) -> TrackedTable:
-    """``table`` with primary key ``key`` (names as the columns spell them; key columns made NOT NULL)."""
-    columns = list(table.columns)
+    """``table`` with primary key ``key`` (names as the columns spell them). Key columns are made NOT NULL
+    and, in a tracked table, a definition's ``primary_key`` says whether the column is in the key."""
     spelled = []
     for name in key:
         column = table.column(name)
         if column is None:
             raise ModelMismatch(f"{table.ref}: primary key column {name!r} does not exist")
         spelled.append(column.name)
-        index = columns.index(column)
-        columns[index] = TrackedColumn(column.column_id, dataclasses.replace(column.definition, nullable=False))
+    columns = []
+    for column in table.columns:
+        in_key = column.name in spelled
+        definition = dataclasses.replace(
+            column.definition, primary_key=in_key, nullable=column.definition.nullable and not in_key
+        )
+        columns.append(TrackedColumn(column.column_id, definition))
     return dataclasses.replace(table, columns=tuple(columns), primary_key=tuple(spelled))

@@ -30,7 +30,12 @@ import dataclasses
 from collections.abc import Callable
 
 from airflow_provider_mysql_cdc.core.ddl_charsets import charset_name, collation_name
-from airflow_provider_mysql_cdc.core.ddl_columns import TokenCursor, parse_column_definition, parse_default
+from airflow_provider_mysql_cdc.core.ddl_columns import (
+    parse_column_definition,
+    parse_database_options,
+    parse_default,
+    parse_table_option,
+)
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     AddColumn,
     AddPrimaryKey,
@@ -62,83 +67,10 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     UnknownAction,
     UnparsedDdl,
 )
-from airflow_provider_mysql_cdc.core.ddl_tokens import END, NAME, NUMBER, STRING, WORD, DdlSyntaxError, tokenize
+from airflow_provider_mysql_cdc.core.ddl_tokens import END, NAME, WORD, DdlSyntaxError, SqlMode, TokenCursor, tokenize
 
-_SQL_MODE_BITS = {
-    "REAL_AS_FLOAT": 1 << 0,
-    "PIPES_AS_CONCAT": 1 << 1,
-    "ANSI_QUOTES": 1 << 2,
-    "IGNORE_SPACE": 1 << 3,
-    "ONLY_FULL_GROUP_BY": 1 << 5,
-    "NO_UNSIGNED_SUBTRACTION": 1 << 6,
-    "NO_DIR_IN_CREATE": 1 << 7,
-    "ANSI": 1 << 18,
-    "NO_AUTO_VALUE_ON_ZERO": 1 << 19,
-    "NO_BACKSLASH_ESCAPES": 1 << 20,
-    "STRICT_TRANS_TABLES": 1 << 21,
-    "STRICT_ALL_TABLES": 1 << 22,
-    "NO_ZERO_IN_DATE": 1 << 23,
-    "NO_ZERO_DATE": 1 << 24,
-    "INVALID_DATES": 1 << 25,
-    "ERROR_FOR_DIVISION_BY_ZERO": 1 << 26,
-    "TRADITIONAL": 1 << 27,
-    "HIGH_NOT_PRECEDENCE": 1 << 29,
-    "NO_ENGINE_SUBSTITUTION": 1 << 30,
-    "PAD_CHAR_TO_FULL_LENGTH": 1 << 31,
-    "TIME_TRUNCATE_FRACTIONAL": 1 << 32,
-}
-_SQL_MODE_COMBINATIONS = {
-    "ANSI": ("REAL_AS_FLOAT", "PIPES_AS_CONCAT", "ANSI_QUOTES", "IGNORE_SPACE", "ONLY_FULL_GROUP_BY"),
-    "TRADITIONAL": (
-        "STRICT_TRANS_TABLES",
-        "STRICT_ALL_TABLES",
-        "NO_ZERO_IN_DATE",
-        "NO_ZERO_DATE",
-        "ERROR_FOR_DIVISION_BY_ZERO",
-        "NO_ENGINE_SUBSTITUTION",
-    ),
-}
+__all__ = ["SqlMode", "parse_ddl"]
 
-
-@dataclasses.dataclass(frozen=True)
-class SqlMode:
-    """The session ``sql_mode`` a statement ran under: the names that are set.
-
-    Built from the binlog Query event's bitmask (python-mysql-replication's ``QueryEvent.sql_mode``)
-    or from the text ``@@sql_mode`` prints; combination modes (ANSI, TRADITIONAL) are expanded.
-    """
-
-    names: frozenset[str]
-
-    @classmethod
-    def of(cls, value: SqlMode | int | str | None) -> SqlMode | None:
-        """None stays None (unknown); an int is the binlog bitmask; a str the comma-separated names."""
-        if value is None or isinstance(value, SqlMode):
-            return value
-        if isinstance(value, int):
-            names = {name for name, bit in _SQL_MODE_BITS.items() if value & bit}
-        else:
-            names = {part.strip().upper() for part in value.split(",") if part.strip()}
-        for combination, members in _SQL_MODE_COMBINATIONS.items():
-            if combination in names:
-                names.update(members)
-        return cls(frozenset(names))
-
-    @property
-    def strict(self) -> bool:
-        """STRICT_TRANS_TABLES or STRICT_ALL_TABLES: ALTERs fail instead of changing values that do not fit."""
-        return bool(self.names & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"})
-
-
-_TABLE_OPTION_WORDS = frozenset(
-    {
-        *("ENGINE", "AUTO_INCREMENT", "AVG_ROW_LENGTH", "CHECKSUM", "TABLE_CHECKSUM", "COMPRESSION"),
-        *("CONNECTION", "DELAY_KEY_WRITE", "ENCRYPTION", "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE"),
-        *("INSERT_METHOD", "KEY_BLOCK_SIZE", "MAX_ROWS", "MIN_ROWS", "PACK_KEYS", "PASSWORD", "ROW_FORMAT"),
-        *("STATS_AUTO_RECALC", "STATS_PERSISTENT", "STATS_SAMPLE_PAGES", "COMMENT", "AUTOEXTEND_SIZE"),
-        *("SECONDARY_ENGINE", "TABLESPACE", "UNION", "DATA", "INDEX", "TYPE"),
-    }
-)
 _OTHER_OBJECTS = frozenset(
     {
         *("VIEW", "TRIGGER", "PROCEDURE", "FUNCTION", "EVENT", "USER", "ROLE", "TABLESPACE", "UNDO"),
@@ -170,8 +102,6 @@ _PARTITION_OPERATIONS = frozenset(
         "REPAIR",
     }
 )
-#: Storage engines that keep no rows: ALTER TABLE ... ENGINE=BLACKHOLE discards the table's data.
-_ROWLESS_ENGINES = frozenset({"BLACKHOLE"})
 
 
 class _Parser:
@@ -264,7 +194,7 @@ class _Parser:
                 cursor.expect_word("NOT")
                 cursor.expect_word("EXISTS")
             database = cursor.identifier()
-            return self.finish(DatabaseDdl("create", database, *self.database_options()))
+            return self.finish(DatabaseDdl("create", database, *parse_database_options(self.cursor)))
         if cursor.at_word("UNIQUE", "FULLTEXT", "SPATIAL", "INDEX"):
             return self.create_index()
         temporary = bool(cursor.accept_word("TEMPORARY"))
@@ -329,28 +259,6 @@ class _Parser:
             )
         )
 
-    def database_options(self) -> tuple[str | None, str | None]:
-        """CREATE/ALTER DATABASE options; returns the (character set, collation) they set."""
-        cursor = self.cursor
-        charset = collation = None
-        while not cursor.at_end():
-            cursor.accept_word("DEFAULT")
-            if cursor.accept_words("CHARACTER", "SET") or cursor.accept_word("CHARSET"):
-                cursor.accept_punct("=")
-                charset = charset_name(cursor.name_or_string())
-            elif cursor.accept_word("COLLATE"):
-                cursor.accept_punct("=")
-                collation = collation_name(cursor.name_or_string())
-            elif cursor.accept_word("ENCRYPTION"):
-                cursor.accept_punct("=")
-                cursor.string()
-            elif cursor.accept_words("READ", "ONLY"):
-                cursor.accept_punct("=")
-                cursor.next()
-            else:
-                raise cursor.error("unknown database option")
-        return charset, collation
-
     def at_query_in_parentheses(self) -> bool:
         return self.cursor.peek(1).is_word("SELECT", "WITH", "TABLE", "VALUES")
 
@@ -394,50 +302,13 @@ class _Parser:
         charset = collation = None
         while not cursor.at_end():
             cursor.accept_punct(",")
-            option = self.table_option()
+            option = parse_table_option(self.cursor)
             if option is None:
                 break
             if isinstance(option, SetTableDefaults):
                 charset = option.charset or charset
                 collation = option.collation or collation
         return charset, collation
-
-    def table_option(self) -> SetTableDefaults | TableOption | UnknownAction | None:
-        """One table option (ENGINE=..., DEFAULT CHARSET=..., ...) or None when none is next."""
-        cursor = self.cursor
-        start = cursor.index
-        cursor.accept_word("DEFAULT")
-        if cursor.accept_words("CHARACTER", "SET") or cursor.accept_word("CHARSET"):
-            cursor.accept_punct("=")
-            charset = charset_name(cursor.name_or_string())
-            collation = None
-            if cursor.accept_word("COLLATE"):
-                cursor.accept_punct("=")
-                collation = collation_name(cursor.name_or_string())
-            return SetTableDefaults(charset, collation)
-        if cursor.accept_word("COLLATE"):
-            cursor.accept_punct("=")
-            return SetTableDefaults(None, collation_name(cursor.name_or_string()))
-        if cursor.index != start or not cursor.at_word(*_TABLE_OPTION_WORDS):
-            cursor.index = start
-            return None
-        word = cursor.next().value.upper()
-        if word in ("DATA", "INDEX"):
-            cursor.expect_word("DIRECTORY")
-        cursor.accept_punct("=")
-        value = cursor.peek()
-        if word == "UNION":
-            cursor.balanced()
-        elif value.kind in (WORD, NAME, STRING, NUMBER):
-            cursor.next()
-        else:
-            raise cursor.error(f"expected a value of {word}")
-        if word == "TABLESPACE" and cursor.accept_word("STORAGE"):
-            cursor.expect_word("DISK", "MEMORY")
-        text = cursor.text(cursor.tokens[start : cursor.index])
-        if word in ("ENGINE", "TYPE") and value.value.upper() in _ROWLESS_ENGINES:
-            return UnknownAction(text)
-        return TableOption(text)
 
     # -- ALTER ----------------------------------------------------------------------------------------
 
@@ -452,7 +323,7 @@ class _Parser:
                 "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "ENCRYPTION", "READ"
             ):
                 database = cursor.identifier()
-            return self.finish(DatabaseDdl("alter", database, *self.database_options()))
+            return self.finish(DatabaseDdl("alter", database, *parse_database_options(self.cursor)))
         cursor.accept_word("ONLINE", "OFFLINE")
         cursor.accept_word("IGNORE")
         cursor.expect_word("TABLE")
@@ -508,7 +379,7 @@ class _Parser:
         elif cursor.at_word("DISCARD", "IMPORT") and cursor.peek(1).is_word("TABLESPACE"):
             return [UnknownAction(self.text_until_comma())]
         else:
-            option = self.table_option()
+            option = parse_table_option(self.cursor)
             if option is None:
                 return [UnknownAction(self.text_until_comma())]
             return [option]
@@ -701,3 +572,5 @@ def parse_ddl(sql: str, default_database: str, *, sql_mode: SqlMode | int | str 
         return UnparsedDdl(sql.strip(), str(exc), parser.tables if parser is not None else None)
     except RecursionError:
         return UnparsedDdl(sql.strip(), "statement nested too deeply", None)
+    except Exception as exc:  # a parser bug must not stop capture: the statement stays unparsed
+        return UnparsedDdl(sql.strip(), f"internal parser error {type(exc).__name__}: {exc}", None)

@@ -96,7 +96,8 @@ class ColumnDefinition:
     generated: GeneratedColumn | None = None
     invisible: bool = False
     auto_increment: bool = False
-    #: Inline ``PRIMARY KEY`` (or ``KEY``) in the column definition.
+    #: Inline ``PRIMARY KEY`` (or ``KEY``) in the column definition; in a tracked table: the column is
+    #: part of the table's primary key.
     primary_key: bool = False
     #: Inline ``UNIQUE [KEY]`` (and ``SERIAL``).
     unique: bool = False

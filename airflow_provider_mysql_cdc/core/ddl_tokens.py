@@ -15,14 +15,19 @@ Follows MySQL's own lexer where DDL needs it:
 * numbers (``12``, ``1.5``, ``.5``, ``1e3``); punctuation and operators.
 
 Each token keeps its span in the statement so that text such as an expression can be cut out again
-(:func:`source_text`). No network or Airflow import.
+(:func:`source_text`). :class:`TokenCursor` reads tokens for the parsers; :class:`SqlMode` is the
+session sql_mode a statement was logged with (it decides how quotes and backslashes read). No network
+or Airflow import.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from airflow_provider_mysql_cdc.core.ddl_charsets import CHARSETS, charset_name
 
 #: The server version versioned comments are evaluated against (``/*!80013 ... */`` counts).
 SERVER_VERSION = 90704
@@ -36,8 +41,9 @@ BIT = "bit"  # b'..' / 0b..; value is the bytes as lower-case hex
 PUNCT = "punct"  # punctuation and operators
 END = "end"
 
+_DIGITS = "0123456789"
 _ESCAPES = {"0": "\0", "'": "'", '"': '"', "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "\\": "\\"}
-_NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _HEX_NUMBER = re.compile(r"0x([0-9a-fA-F]+)")
 _BIT_NUMBER = re.compile(r"0b([01]+)")
 _HEX_STRING = re.compile(r"[xX]'([0-9a-fA-F]*)'")
@@ -100,7 +106,10 @@ class _Lexer:
             self._skip_space_and_comments()
             if self.pos >= len(sql):
                 break
-            self.tokens.append(self._token())
+            token = self._token()
+            if token.end <= token.start:
+                raise DdlSyntaxError(f"cannot read the text at offset {token.start}")
+            self.tokens.append(token)
         if self.in_versioned:
             raise DdlSyntaxError("versioned comment /*! is not closed")
         self.tokens.append(Token(END, "", len(sql), len(sql)))
@@ -137,7 +146,7 @@ class _Lexer:
             raise DdlSyntaxError("nested versioned comment")
         start = self.pos + 3
         digits = 0
-        while digits < 5 and start + digits < len(self.sql) and self.sql[start + digits].isdigit():
+        while digits < 5 and start + digits < len(self.sql) and self.sql[start + digits] in _DIGITS:
             digits += 1
         if digits not in (0, 5):
             raise DdlSyntaxError(f"versioned comment with a {digits}-digit version")
@@ -169,7 +178,7 @@ class _Lexer:
                 if kind == HEX and len(match.group(1)) % 2:
                     raise DdlSyntaxError(f"hexadecimal literal with an odd number of digits at {pos}")
                 return self._emit(kind, convert(match.group(1)), match.end())
-        if char.isdigit() or (char == "." and pos + 1 < len(sql) and sql[pos + 1].isdigit() and not self._after_dot()):
+        if char in _DIGITS or (char == "." and sql[pos + 1 : pos + 2] in _DIGITS[1:] and not self._after_name()):
             return self._number_or_name()
         if _is_name_char(char):
             return self._word()
@@ -182,6 +191,10 @@ class _Lexer:
         token = Token(kind, value, self.pos, end, charset)
         self.pos = end
         return token
+
+    def _after_name(self) -> bool:
+        """A ``.`` right after a name qualifies it (``db.1t``), it does not start a number."""
+        return bool(self.tokens) and self.tokens[-1].kind in (WORD, NAME) and self.tokens[-1].end == self.pos
 
     def _after_dot(self) -> bool:
         return bool(self.tokens) and self.tokens[-1].is_punct(".") and self.tokens[-1].end == self.pos
@@ -205,7 +218,9 @@ class _Lexer:
                 return self._emit(kind, convert(match.group(1)), match.end())
         match = _NUMBER.match(sql, pos)
         assert match is not None  # starts with a digit or ".digit"
-        if match.end() >= name_end and not (match.end() < len(sql) and _is_name_char(sql[match.end()])):
+        if name_end == pos or (
+            match.end() >= name_end and not _is_name_char(sql[match.end() : match.end() + 1] or " ")
+        ):
             return self._emit(NUMBER, match.group(0), match.end())
         return self._emit(WORD, sql[pos:name_end], name_end)  # 1abc, 2e5x: a name
 
@@ -265,3 +280,221 @@ def source_text(sql: str, tokens: Sequence[Token]) -> str:
         parts.append(sql[token.start : token.end])
         previous_end = token.end
     return "".join(parts)
+
+
+class TokenCursor:
+    """Reads tokens of one statement: lookahead, keyword and punctuation tests, names, literals."""
+
+    def __init__(self, sql: str, tokens: Sequence[Token], *, real_as_float: bool = False) -> None:
+        self.sql = sql
+        self.tokens = tokens
+        self.index = 0
+        self.real_as_float = real_as_float
+
+    def peek(self, ahead: int = 0) -> Token:
+        """The token ``ahead`` positions on (END at the end)."""
+        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+
+    def next(self) -> Token:
+        """Consume and return the current token."""
+        token = self.peek()
+        if token.kind != END:
+            self.index += 1
+        return token
+
+    def at_end(self) -> bool:
+        """True at the end of the statement (a trailing ``;`` counts as the end)."""
+        return self.peek().kind == END or (self.peek().is_punct(";") and self.peek(1).kind == END)
+
+    def at_word(self, *words: str) -> bool:
+        """True when the current token is one of the unquoted ``words``."""
+        return self.peek().is_word(*words)
+
+    def accept_word(self, *words: str) -> str | None:
+        """Consume one of ``words`` (returned upper-case) if it is next."""
+        if self.peek().is_word(*words):
+            return self.next().value.upper()
+        return None
+
+    def expect_word(self, *words: str) -> str:
+        """Consume one of ``words`` or raise."""
+        word = self.accept_word(*words)
+        if word is None:
+            raise self.error(f"expected {' or '.join(words)}")
+        return word
+
+    def accept_words(self, *words: str) -> bool:
+        """Consume the sequence ``words`` if all of it is next."""
+        if all(self.peek(i).is_word(word) for i, word in enumerate(words)):
+            self.index += len(words)
+            return True
+        return False
+
+    def at_punct(self, *symbols: str) -> bool:
+        """True when the current token is one of ``symbols``."""
+        return self.peek().is_punct(*symbols)
+
+    def accept_punct(self, *symbols: str) -> bool:
+        """Consume one of ``symbols`` if it is next."""
+        if self.peek().is_punct(*symbols):
+            self.next()
+            return True
+        return False
+
+    def expect_punct(self, symbol: str) -> None:
+        """Consume ``symbol`` or raise."""
+        if not self.accept_punct(symbol):
+            raise self.error(f"expected {symbol!r}")
+
+    def error(self, message: str) -> DdlSyntaxError:
+        """A syntax error at the current token."""
+        token = self.peek()
+        found = "the end" if token.kind == END else repr(self.sql[token.start : token.end])
+        return DdlSyntaxError(f"{message} at offset {token.start} (found {found})")
+
+    def identifier(self) -> str:
+        """A name: unquoted word or quoted name."""
+        token = self.peek()
+        if token.kind in (WORD, NAME):
+            return self.next().value
+        raise self.error("expected a name")
+
+    def name_or_string(self) -> str:
+        """A name, or a string (charset, collation and engine names may be quoted)."""
+        if self.peek().kind == STRING:
+            return self.next().value
+        return self.identifier()
+
+    def qualified_name(self) -> tuple[str | None, str]:
+        """``name`` or ``qualifier.name``."""
+        first = self.identifier()
+        if self.at_punct(".") and self.peek(1).kind in (WORD, NAME):
+            self.next()
+            return first, self.identifier()
+        return None, first
+
+    def balanced(self) -> list[Token]:
+        """A parenthesized group, parentheses included."""
+        start = self.index
+        self.expect_punct("(")
+        depth = 1
+        while depth:
+            token = self.next()
+            if token.kind == END:
+                raise self.error("unbalanced parentheses")
+            if token.is_punct("("):
+                depth += 1
+            elif token.is_punct(")"):
+                depth -= 1
+        return list(self.tokens[start : self.index])
+
+    def until(self, stop: Callable[[TokenCursor], bool]) -> list[Token]:
+        """Tokens up to (not including) the first place at parenthesis depth 0 where ``stop`` holds, or the end."""
+        start = self.index
+        while not self.at_end() and not stop(self):
+            if self.at_punct("("):
+                self.balanced()
+            elif self.at_punct(")"):
+                break
+            else:
+                self.next()
+        return list(self.tokens[start : self.index])
+
+    def text(self, tokens: Sequence[Token]) -> str:
+        """The source text of ``tokens``."""
+        return source_text(self.sql, tokens)
+
+    def integer(self) -> int:
+        """An unsigned integer literal."""
+        token = self.next()
+        if token.kind != NUMBER or not token.value.isdigit():
+            raise DdlSyntaxError(f"expected an integer at offset {token.start}")
+        return int(token.value)
+
+    def string(self) -> str:
+        """A string literal (adjacent literals joined)."""
+        if self.peek().kind != STRING:
+            raise self.error("expected a string")
+        parts = [self.next().value]
+        while self.peek().kind == STRING:
+            parts.append(self.next().value)
+        return "".join(parts)
+
+    def introducer(self) -> str | None:
+        """Consume a ``_charset`` introducer when a literal follows it."""
+        token = self.peek()
+        if (
+            token.kind == WORD
+            and token.value.startswith("_")
+            and charset_name(token.value[1:]) in CHARSETS
+            and self.peek(1).kind in (STRING, HEX, BIT)
+        ):
+            self.next()
+            return charset_name(token.value[1:])
+        return None
+
+
+_SQL_MODE_BITS = {
+    "REAL_AS_FLOAT": 1 << 0,
+    "PIPES_AS_CONCAT": 1 << 1,
+    "ANSI_QUOTES": 1 << 2,
+    "IGNORE_SPACE": 1 << 3,
+    "ONLY_FULL_GROUP_BY": 1 << 5,
+    "NO_UNSIGNED_SUBTRACTION": 1 << 6,
+    "NO_DIR_IN_CREATE": 1 << 7,
+    "ANSI": 1 << 18,
+    "NO_AUTO_VALUE_ON_ZERO": 1 << 19,
+    "NO_BACKSLASH_ESCAPES": 1 << 20,
+    "STRICT_TRANS_TABLES": 1 << 21,
+    "STRICT_ALL_TABLES": 1 << 22,
+    "NO_ZERO_IN_DATE": 1 << 23,
+    "NO_ZERO_DATE": 1 << 24,
+    "INVALID_DATES": 1 << 25,
+    "ERROR_FOR_DIVISION_BY_ZERO": 1 << 26,
+    "TRADITIONAL": 1 << 27,
+    "HIGH_NOT_PRECEDENCE": 1 << 29,
+    "NO_ENGINE_SUBSTITUTION": 1 << 30,
+    "PAD_CHAR_TO_FULL_LENGTH": 1 << 31,
+    "TIME_TRUNCATE_FRACTIONAL": 1 << 32,
+}
+_SQL_MODE_COMBINATIONS = {
+    "ANSI": ("REAL_AS_FLOAT", "PIPES_AS_CONCAT", "ANSI_QUOTES", "IGNORE_SPACE", "ONLY_FULL_GROUP_BY"),
+    "TRADITIONAL": (
+        "STRICT_TRANS_TABLES",
+        "STRICT_ALL_TABLES",
+        "NO_ZERO_IN_DATE",
+        "NO_ZERO_DATE",
+        "ERROR_FOR_DIVISION_BY_ZERO",
+        "NO_ENGINE_SUBSTITUTION",
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SqlMode:
+    """The session ``sql_mode`` a statement ran under: the names that are set.
+
+    Built from the binlog Query event's bitmask (python-mysql-replication's ``QueryEvent.sql_mode``)
+    or from the text ``@@sql_mode`` prints; combination modes (ANSI, TRADITIONAL) are expanded.
+    """
+
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, value: SqlMode | int | str | None) -> SqlMode | None:
+        """None stays None (unknown); an int is the binlog bitmask; a str the comma-separated names."""
+        if value is None or isinstance(value, SqlMode):
+            return value
+        if isinstance(value, int):
+            names = {name for name, bit in _SQL_MODE_BITS.items() if value & bit}
+        else:
+            names = {part.strip().upper() for part in value.split(",") if part.strip()}
+        for combination, members in _SQL_MODE_COMBINATIONS.items():
+            if combination in names:
+                names.update(members)
+        return cls(frozenset(names))
+
+    @property
+    def strict(self) -> bool:
+        """STRICT_TRANS_TABLES or STRICT_ALL_TABLES: ALTERs fail instead of changing values that do not fit."""
+        return bool(self.names & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"})

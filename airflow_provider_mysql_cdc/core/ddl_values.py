@@ -47,11 +47,12 @@ DECIMAL_MAX_STAGED_PRECISION = 38
 #: Enough digits for DECIMAL(65,30) and any literal rounded to it.
 _DECIMALS = Context(prec=200)
 _INTEGER_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
-_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
-_INTEGER_TEXT = re.compile(r"[-+]?\d+")
-_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
-_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?: (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?")
-_TIME = re.compile(r"(-)?(\d{1,3}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?")
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
+_DIGITS = re.compile(r"[0-9]+")
+_INTEGER_TEXT = re.compile(r"[-+]?[0-9]+")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_DATETIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?: ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?)?")
+_TIME = re.compile(r"(-)?([0-9]{1,3}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?")
 #: Python codecs of the character sets whose text conversion is exact for any character they hold.
 _CODECS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "ascii": "ascii", "latin1": "cp1252"}
 
@@ -215,7 +216,7 @@ def _floating(column: ColumnDefinition, default: DefaultValue) -> float:
 
 
 def _bit(column: ColumnDefinition, default: DefaultValue) -> bool | bytes:
-    if default.kind == "string" or (default.kind == "number" and not default.text.isdigit()):
+    if default.kind == "string" or (default.kind == "number" and not _DIGITS.fullmatch(default.text)):
         raise NotExact(f"{default.kind} literal {default.text!r} into {column.type_text}")
     value = int(_exact_number(default))
     bits = column.length or 1
@@ -306,7 +307,7 @@ def _enum_or_set(column: ColumnDefinition, text: str) -> str:
 
 
 def _year(default: DefaultValue) -> int:
-    if default.kind not in ("number", "string") or not default.text.isdigit():
+    if default.kind not in ("number", "string") or not _DIGITS.fullmatch(default.text):
         raise NotExact(f"{default.kind} literal {default.text!r} into YEAR")
     value = int(default.text)
     if default.kind == "number" and value == 0:

@@ -25,6 +25,15 @@ exactness is at stake:
   definition order (reordering members changes the text); NULL -> NOT NULL: error / implicit default;
   DATETIME -> TIMESTAMP goes through the session time zone.
 
+Also seen on 9.7: ``ADD COLUMN ts TIMESTAMP NOT NULL`` succeeds under the default (strict, NO_ZERO_DATE)
+sql_mode and leaves the zero TIMESTAMP in existing rows (DATE/DATETIME NOT NULL fail there), after which
+a table-copying ALTER (e.g. one adding an expression default) fails on those rows; a NOT NULL GEOMETRY
+with an expression default fails on a table with rows while a nullable one gets the expression's value;
+``ALTER COLUMN c SET DEFAULT ('z')`` stores a literal default, ``ADD COLUMN c INT DEFAULT (5)`` an
+expression one; ``information_schema.COLUMNS.COLUMN_DEFAULT`` prints FLOAT defaults with 6 digits, cuts
+binary defaults at their first 0x00 byte and shows characters beyond the BMP as ``?``; row events of a
+FULL row image carry VIRTUAL generated and INVISIBLE columns, in table order.
+
 Everything else in this module is data: frozen dataclasses, no network, Airflow, Spark or pyarrow import.
 """
 
@@ -34,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from airflow_provider_mysql_cdc.core.ddl_charsets import max_bytes_per_char
-from airflow_provider_mysql_cdc.core.ddl_columns import LOB_BYTES
+from airflow_provider_mysql_cdc.core.ddl_columns import LOB_BYTES, parse_literal
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     BYTE_TYPES,
     CHARACTER_TYPES,
@@ -42,6 +51,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     ColumnDefinition,
     TableRef,
 )
+from airflow_provider_mysql_cdc.core.ddl_tokens import DdlSyntaxError, TokenCursor, tokenize
 from airflow_provider_mysql_cdc.core.ddl_values import (
     DECIMAL_MAX_STAGED_PRECISION,
     InvalidStaged,
@@ -101,9 +111,6 @@ def backfill_for(column: ColumnDefinition, *, truncate_fractions: bool | None = 
 
 def _literal_expression_value(column: ColumnDefinition, text: str, truncate_fractions: bool | None) -> Any:
     """``DEFAULT ('literal')`` / ``DEFAULT (5)``: a parenthesized single literal (not for JSON)."""
-    from airflow_provider_mysql_cdc.core.ddl_columns import TokenCursor, parse_literal
-    from airflow_provider_mysql_cdc.core.ddl_tokens import DdlSyntaxError, tokenize
-
     if column.mysql_type == "json":
         raise NotExact("a JSON expression default is normalized by MySQL")
     try:

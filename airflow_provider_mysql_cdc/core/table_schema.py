@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from airflow_provider_mysql_cdc.core.ddl_alter import apply_alter
-from airflow_provider_mysql_cdc.core.ddl_model import ModelMismatch, TrackedColumn, TrackedTable, build_table
+from airflow_provider_mysql_cdc.core.ddl_model import ModelMismatch, TrackedColumn, TrackedTable, build_table, with_key
 from airflow_provider_mysql_cdc.core.ddl_parser import SqlMode, parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     AlterTable,
@@ -198,23 +198,14 @@ def _create(state: _State, statement: CreateTable, database_defaults: DatabaseDe
 def _alter(state: _State, statement: AlterTable, mode: SqlMode | None) -> None:
     ref = statement.table
     table = state.tables.get(ref)
-    renamed = [a.new for a in statement.actions if isinstance(a, RenameTableTo)]
     if table is None or ref in state.unknown:
-        reason = (
-            "ALTER TABLE of a table that is not tracked"
-            if table is None
-            else "ALTER TABLE of a table whose schema is unknown"
-        )
-        state.mark_unknown(ref, reason)
-        for new in renamed:
-            state.remove(ref)
-            state.effects.append(TableRenamed(ref, new))
-            state.unknown.add(new)
+        untracked = "is not tracked" if table is None else "has an unknown schema"
+        _alter_unknown(state, statement, f"ALTER TABLE of a table that {untracked}")
         return
     try:
         outcome = apply_alter(table, statement, mode)
     except ModelMismatch as exc:
-        state.mark_unknown(ref, f"ALTER TABLE does not fit the tracked schema: {exc}")
+        _alter_unknown(state, statement, f"ALTER TABLE does not fit the tracked schema: {exc}")
         return
     state.effects.extend(outcome.effects)
     if outcome.table.ref != ref:
@@ -224,6 +215,18 @@ def _alter(state: _State, statement: AlterTable, mode: SqlMode | None) -> None:
         state.unknown.add(outcome.table.ref)
     for other in outcome.other_tables:
         state.effects.append(DataChangeUnknown(other, f"rows exchanged with a partition of {ref}"))
+
+
+def _alter_unknown(state: _State, statement: AlterTable, reason: str) -> None:
+    """The ALTER cannot be followed: the table (under its new name, if the ALTER renames it) is unknown."""
+    ref = statement.table
+    state.mark_unknown(ref, reason)
+    for action in statement.actions:
+        if isinstance(action, RenameTableTo) and action.new != ref:
+            state.remove(ref)
+            state.effects.append(TableRenamed(ref, action.new))
+            state.unknown.add(action.new)
+            ref = action.new
 
 
 def _rename(state: _State, statement: RenameTables) -> None:
@@ -254,7 +257,7 @@ def _index(state: _State, statement: IndexDdl) -> None:
     if table is None:
         state.mark_unknown(statement.table, "DROP INDEX `PRIMARY` of a table that is not tracked")
         return
-    state.put(dataclasses.replace(table, primary_key=()))
+    state.put(with_key(table, ()))
     state.effects.append(KeyChanged(statement.table, table.primary_key, ()))
 
 
@@ -281,6 +284,8 @@ def apply_statement(
     says (and CREATE/ALTER DATABASE statements change: :class:`DatabaseDdl` carries them): a CREATE TABLE
     without its own defaults takes them; without them its text columns keep ``charset`` None.
     Statements that do not fit the tracked schemas (the model is stale) make those tables ``unknown``.
+    ``tables`` must hold every existing table the caller follows: a CREATE TABLE IF NOT EXISTS of a
+    table missing from it is taken as creating the table.
     """
     state = _State(dict(tables))
     mode = SqlMode.of(sql_mode)
