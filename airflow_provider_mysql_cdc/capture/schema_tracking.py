@@ -183,6 +183,7 @@ class SchemaTracker:
         selection: TableSelection,
         *,
         record: bool,
+        database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
     ) -> None:
         self.store = store
         self.pipeline = pipeline
@@ -190,6 +191,8 @@ class SchemaTracker:
         self.selection = selection
         #: Write what changes to the metadata store (False when a published window is re-read).
         self.record = record
+        #: database -> (default character set, collation): what a CREATE TABLE without its own inherits.
+        self.database_defaults = dict(database_defaults or {})
         self.tables: dict[TableRef, TrackedTable] = {}
         #: Tables whose default values are known (met in DDL or a snapshot, not first in a table map).
         self.defaults_known: set[TableRef] = set()
@@ -284,7 +287,9 @@ class SchemaTracker:
         self, sql: str, database: str, seq: int, gtid: str, sql_mode: int | None, in_snapshot: SnapshotTest
     ) -> StatementOutcome:
         """Apply one statement of the binlog; its events for the selected tables, in statement order."""
-        statement = parse_ddl(sql, database)
+        statement = parse_ddl(sql, database, sql_mode=sql_mode)
+        if isinstance(statement, DatabaseDdl) and statement.kind != "drop" and statement.charset:
+            self.database_defaults[statement.database] = (statement.charset, statement.collation)
         if isinstance(statement, OtherDdl):
             return StatementOutcome()
         named = self._named_tables(statement)
@@ -308,7 +313,7 @@ class SchemaTracker:
                 events.append(self.rebuild(ref, seq, gtid, f"changed while its snapshot was read: {text}"))
         waiting = {ref: t for ref, t in self.tables.items() if str(ref) in self.pending}
         followed = {ref: t for ref, t in self.tables.items() if ref not in waiting}
-        update = apply_statement(followed, statement, sql_mode=sql_mode)
+        update = apply_statement(followed, statement, sql_mode=sql_mode, database_defaults=self.database_defaults)
         self._before = followed
         self.tables = {**waiting, **update.tables, **{r: t for r, t in settled.items() if t is not None}}
         truncated: list[str] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
@@ -57,7 +57,7 @@ from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_tabl
 from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
 )
-from airflow_provider_mysql_cdc.mysql.client import connection_to, query_value
+from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
 from airflow_provider_mysql_cdc.mysql.introspection import (
     selected_tables,
 )
@@ -86,6 +86,7 @@ class WindowReader:
         bound: WindowBound,
         writer: WindowStagingWriter,
         handoffs: HandoffRules,
+        database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
     ) -> None:
         self.request = request
         self.store = store
@@ -94,7 +95,12 @@ class WindowReader:
         self.writer = writer
         self.handoffs = handoffs
         self.tracker = SchemaTracker(
-            store, request.pipeline, window.window_id, request.tables, record=not window.is_published
+            store,
+            request.pipeline,
+            window.window_id,
+            request.tables,
+            record=not window.is_published,
+            database_defaults=database_defaults,
         )
         self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
         self.position = 0
@@ -447,7 +453,7 @@ def read_window(
 ) -> WindowReader:
     """One pass over the binlog from the window's lower bound until the bound is reached."""
     handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
-    state = WindowReader(request, store, window, bound, writer, handoffs)
+    state = WindowReader(request, store, window, bound, writer, handoffs, _database_defaults(source))
     if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
         state.covered = _purged_but_in_snapshots(request, source, window, handoffs)
     start = window.lower | state.covered
@@ -464,6 +470,17 @@ def read_window(
         handoffs.close()
     state.log_progress(force=True)
     return state
+
+
+def _database_defaults(source: MySqlConnectionConfig) -> dict[str, tuple[str | None, str | None]]:
+    """Each database's default character set and collation (what a CREATE TABLE without its own gets)."""
+    with connection_to(source) as connection:
+        rows = query(
+            connection,
+            source,
+            "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA",
+        )
+    return {str(name): (charset, collation) for name, charset, collation in rows}
 
 
 def _purged_but_in_snapshots(
