@@ -47,6 +47,7 @@ def mysql_cdc_params(
     chunk_rows: int = 250_000,
     mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
     min_headroom_seconds: int = DEFAULT_MIN_HEADROOM_SECONDS,
+    schema_change_policy: str = "rebuild",
 ) -> dict[str, Param]:
     """The params :func:`mysql_cdc_pipeline` reads, with these defaults (each overridable per run)."""
     return {
@@ -66,6 +67,12 @@ def mysql_cdc_params(
         "mysql_cdc_conn_id": Param(mysql_cdc_conn_id, type="string", description="the MySQL source connection"),
         "min_headroom_seconds": Param(
             min_headroom_seconds, type="integer", minimum=0, description="warn below this much purge headroom"
+        ),
+        "schema_change_policy": Param(
+            schema_change_policy,
+            enum=["rebuild", "stop"],
+            description="a change a target cannot follow exactly: re-snapshot that table in the next run "
+            "(rebuild), or stop it until re-snapshotted (stop); the other tables go on",
         ),
     }
 
@@ -94,6 +101,7 @@ def mysql_cdc_pipeline(
     chunk_rows: int | str = "{{ params.chunk_rows }}",
     mysql_cdc_conn_id: str = "{{ params.mysql_cdc_conn_id }}",
     min_headroom_seconds: int | str = "{{ params.min_headroom_seconds }}",
+    schema_change_policy: str = "{{ params.schema_change_policy }}",
     metadata_conn_id: str | None = None,
     spark_conn_id: str = "spark_default",
     catalog: str = "lake",
@@ -113,8 +121,9 @@ def mysql_cdc_pipeline(
       purges binlog the pipeline still needs, and lag; below ``min_headroom_seconds`` it is skipped
       with a warning (``headroom_soft_fail``, so capture still runs and catches up) or fails; when
       needed binlog is already purged it fails and the run stops;
-    * ``snapshot_plan`` / ``snapshot`` snapshot the tables never snapshotted and those in
-      ``resnapshot``, one mapped task per chunk (skipped when there is nothing to snapshot);
+    * ``snapshot_plan`` / ``snapshot`` snapshot the tables never snapshotted, those in ``resnapshot``
+      and (``schema_change_policy`` ``rebuild``) those a window left waiting for a rebuild, one mapped
+      task per chunk (skipped when there is nothing to snapshot);
     * ``capture`` (``depends_on_past``) stages the run's binlog window;
     * ``apply`` (``depends_on_past``) MERGEs it into Iceberg and emits an Asset event per changed table.
 
@@ -144,6 +153,7 @@ def mysql_cdc_pipeline(
             tables=tables,
             resnapshot=resnapshot,
             chunk_rows=chunk_rows,
+            schema_change_policy=schema_change_policy,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
             trigger_rule="none_failed",  # runs after a soft-failed (skipped) headroom check
@@ -184,6 +194,7 @@ def mysql_cdc_pipeline(
             conn_id=spark_conn_id,
             metadata_conn_id=metadata_conn_id,
             asset_alias=asset_alias,
+            schema_change_policy=schema_change_policy,
             # Windows are applied in order: run k's apply waits for run k-1's, also when a backfill
             # runs beside the scheduled runs (Airflow limits active runs of each separately).
             depends_on_past=True,

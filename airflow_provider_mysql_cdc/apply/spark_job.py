@@ -36,6 +36,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     ApplyWindow,
     KeyFilter,
     LoadSnapshotChunks,
+    RebuildPendingError,
     TableStep,
     UnsupportedSchemaChangeError,
     key_filter_applies,
@@ -64,7 +65,14 @@ from airflow_provider_mysql_cdc.apply.staged_rows import (
     window_rows,
 )
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
-from airflow_provider_mysql_cdc.core.schema_events import TRUNCATED, SchemaEvent
+from airflow_provider_mysql_cdc.core.schema_events import (
+    SCHEMA_CHANGE_POLICIES,
+    SCHEMA_CHANGE_REBUILD,
+    SCHEMA_CHANGE_STOP,
+    TRUNCATED,
+    SchemaEvent,
+    require_schema_change_policy,
+)
 from airflow_provider_mysql_cdc.core.staging import (
     CorruptStagingError,
     SchemaVersionInfo,
@@ -117,6 +125,9 @@ class ApplyConfig:
     history_suffix: str = "_changelog"
     #: Drop target columns that were dropped in MySQL (by default they stay, NULL from then on).
     drop_dropped_columns: bool = False
+    #: A table whose window holds a change its target cannot follow: ``rebuild`` (it waits for the fresh
+    #: snapshot the next run takes; reported, not failed) or ``stop`` (reported failed until re-snapshotted).
+    schema_change_policy: str = SCHEMA_CHANGE_REBUILD
     chunks_per_commit: int = 8
     #: Where to write the JSON report (a pyarrow filesystem URI); nothing is written when empty.
     report_uri: str = ""
@@ -124,6 +135,7 @@ class ApplyConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.first_window <= self.last_window:
             raise ConfigurationError(f"windows {self.first_window}..{self.last_window} are not a valid range")
+        require_schema_change_policy(self.schema_change_policy)
         for key in ("{database}", "{table}"):
             if key not in self.target_template:
                 raise ConfigurationError(f"target name template {self.target_template!r} must contain {key}")
@@ -632,6 +644,12 @@ class TableApplier:
                 self._write_changelog(windows)
             final = self.read_state() if self._exists(self.target) else None
             self.report.state = asdict(final) if final else {}
+            if self.report.rebuild and self.config.schema_change_policy == SCHEMA_CHANGE_STOP:
+                raise RebuildPendingError(
+                    f"{self.table_name} stops at {self.report.rebuild}: its target cannot follow that change. "
+                    f"Re-snapshot it (trigger a run with resnapshot=[{self.table_name!r}]), or set the pipeline's "
+                    "schema_change_policy to 'rebuild' to have the next run do it; the other tables go on"
+                )
         except MySqlCdcError as exc:
             self.report.status, self.report.error = "failed", str(exc)
             self.report.error_class = type(exc).__name__
@@ -852,6 +870,7 @@ def parse_args(argv: Sequence[str]) -> ApplyConfig:
     parser.add_argument("--history", default="", help="comma-separated db.table patterns with a changelog table")
     parser.add_argument("--history-suffix", default="_changelog")
     parser.add_argument("--drop-dropped-columns", action="store_true")
+    parser.add_argument("--schema-change-policy", choices=SCHEMA_CHANGE_POLICIES, default=SCHEMA_CHANGE_REBUILD)
     parser.add_argument("--chunks-per-commit", type=int, default=8)
     parser.add_argument("--report-uri", default="")
     args = parser.parse_args(list(argv))
@@ -866,6 +885,7 @@ def parse_args(argv: Sequence[str]) -> ApplyConfig:
         history=tuple(p.strip() for p in args.history.split(",") if p.strip()),
         history_suffix=args.history_suffix,
         drop_dropped_columns=args.drop_dropped_columns,
+        schema_change_policy=args.schema_change_policy,
         chunks_per_commit=args.chunks_per_commit,
         report_uri=args.report_uri,
     )

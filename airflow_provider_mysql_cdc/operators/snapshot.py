@@ -114,6 +114,9 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
     :param key_columns: ``{"database.table": ["col", ...]}``: columns that identify the rows of tables
         without a primary key or unique NOT NULL key.
     :param chunk_rows: about this many rows per chunk (one mapped task each).
+    :param schema_change_policy: ``rebuild`` (default): tables a window left waiting for a rebuild (a
+        change their target could not follow exactly) are snapshotted again in this run; ``stop``: only
+        when named in ``resnapshot``.
     :param mysql_cdc_conn_id: the MySQL source connection.
     :param metadata_conn_id: connection of the metadata database; default: a SQLite file in AIRFLOW_HOME.
     """
@@ -126,6 +129,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
         "resnapshot",
         "key_columns",
         "chunk_rows",
+        "schema_change_policy",
         "mysql_cdc_conn_id",
         "metadata_conn_id",
     )
@@ -136,11 +140,13 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
         *,
         resnapshot: Sequence[str] | str = (),
         chunk_rows: int | str = DEFAULT_CHUNK_ROWS,
+        schema_change_policy: str = "rebuild",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.resnapshot = resnapshot
         self.chunk_rows = chunk_rows
+        self.schema_change_policy = schema_change_policy
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         from airflow_provider_mysql_cdc.snapshot.engine import plan_snapshot
@@ -150,6 +156,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
             context,
             resnapshot=patterns(self.resnapshot),
             chunk_rows=_positive_int(self.chunk_rows, "chunk_rows"),
+            schema_change_policy=str(self.schema_change_policy),
             # Airflow maps one task over at most this many chunks: checked before the plan is recorded.
             max_chunks=conf.getint("core", "max_map_length", fallback=DEFAULT_MAX_MAP_LENGTH),
         )
