@@ -246,6 +246,7 @@ class PreflightReport:
                 lines.append(f"      fix: {fix_line}")
         if self.ok:
             lines.append(f"  OK: {len(self.selected_tables)} selected table(s) readable; binlog settings fit CDC")
+        lines.append(f"  note: {SESSION_SETTINGS_NOTE}")
         return "\n".join(lines)
 
 
@@ -295,20 +296,13 @@ def select_tables(patterns: Sequence[str], visible: Iterable[TableName]) -> tupl
     return sorted(selected, key=str), unmatched
 
 
-def _row_value_options_findings(variables: Mapping[str, str | None]) -> list[PreflightFinding]:
-    """``binlog_row_value_options`` must be empty: PARTIAL_JSON logs JSON updates as diffs."""
-    value = (variables.get("binlog_row_value_options") or "").strip()
-    if not value:
-        return []
-    problem = (
-        f"binlog_row_value_options is {value!r}; it must be empty ('PARTIAL_JSON' logs partial JSON "
-        "updates, which capture cannot apply to a row)"
-    )
-    return [
-        PreflightFinding(
-            "binlog_row_value_options", Severity.ERROR, problem, "SET PERSIST binlog_row_value_options = '';"
-        )
-    ]
+#: What preflight cannot check, because any session can change it for itself; printed with every report.
+SESSION_SETTINGS_NOTE = (
+    "any session may set binlog_row_image (MINIMAL, NOBLOB), binlog_row_value_options=PARTIAL_JSON or "
+    "binlog_transaction_compression=ON for itself: capture reads such transactions exactly (row images "
+    "without every column are completed from the target, JSON diffs applied, compressed transactions "
+    "decompressed); a key change logged without every column re-snapshots its table"
+)
 
 
 def evaluate(
@@ -363,12 +357,12 @@ def evaluate(
         value = variables.get(name)
         if (value or "").upper() != "FULL":
             why = (
-                "updates and deletes would lack unchanged columns"
+                "every update and delete would lack unchanged columns: handled, but each key change would "
+                "then re-snapshot its table"
                 if name == "binlog_row_image"
                 else "column names would arrive as UNKNOWN_COLn"
             )
             error(name, f"{name} is {value}; it must be FULL ({why})", f"SET PERSIST {name} = 'FULL';")
-    findings.extend(_row_value_options_findings(variables))
     expire = variables.get("binlog_expire_logs_seconds")
     if expire is not None and expire.strip().isdigit():
         seconds = int(expire)

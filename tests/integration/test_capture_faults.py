@@ -526,20 +526,32 @@ def test_wrong_server_settings_fail_before_any_window_is_planned(
     assert not staging.exists()
 
 
-def test_partial_json_row_values_fail_the_capture_with_their_fix(mysql_server: MySqlTestServer, tmp_path: Path) -> None:
+def test_server_level_partial_json_is_captured_exactly(mysql_server: MySqlTestServer, tmp_path: Path) -> None:
+    """With ``binlog_row_value_options=PARTIAL_JSON`` for every session, JSON updates are logged as diffs:
+    preflight accepts it, and capture applies every diff to the before image's document."""
     store = store_in(tmp_path)
+    staging = tmp_path / "staging"
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS pjson",
+        "CREATE DATABASE pjson",
+        "CREATE TABLE pjson.t (id INT PRIMARY KEY, j JSON)",
+        """INSERT INTO pjson.t VALUES (1, '{"a": 1, "b": [1, 2, 3], "c": "xxxxxxxxxxxxxxxxxxxxxxxxx"}')""",
+    )
+    frontier = GtidSet.parse(str(mysql_server.execute("SELECT @@GLOBAL.gtid_executed")[0][0]))
     mysql_server.execute("SET GLOBAL binlog_row_value_options = 'PARTIAL_JSON'")
     try:
-        with pytest.raises(PreflightFailedError) as raised:
-            capture_window(
-                request("partial-json", "run-1", tmp_path / "staging", tables="*.*", server_id=5502),
-                mysql_server.cdc,
-                store,
-            )
+        mysql_server.execute("UPDATE pjson.t SET j = JSON_SET(j, '$.a', 2, '$.d', 'new') WHERE id = 1")
+        mysql_server.execute("UPDATE pjson.t SET j = JSON_REMOVE(j, '$.b[1]') WHERE id = 1")
+        result = capture_window(
+            request("partial-json", "run-1", staging, tables="pjson.*", server_id=5502, initial=frontier),
+            mysql_server.cdc,
+            store,
+        )
     finally:
         mysql_server.execute("SET GLOBAL binlog_row_value_options = ''")
-    message = str(raised.value)
-    assert ": 1 error(s)" in message
-    assert "ERROR [binlog_row_value_options] binlog_row_value_options is 'PARTIAL_JSON'" in message
-    assert "fix: SET PERSIST binlog_row_value_options = '';" in message
-    assert store.get_pipeline("partial-json") is None
+    (stored,) = mysql_server.execute("SELECT CAST(j AS CHAR) FROM pjson.t WHERE id = 1")[0]
+    rows = []
+    for path in sorted(window_path(staging, "partial-json", result.window_id).rglob("*.parquet")):
+        rows += pq.read_table(path).to_pylist()
+    assert [(row["_cdc_op"], row["_cdc_partial"]) for row in rows] == [("u", None), ("u", None)]
+    assert rows[-1]["j"] == stored

@@ -12,7 +12,7 @@ window 2's staging and restore it afterwards.
 Covered elsewhere (see the README "Reliability" table): the re-capture that rewrites a truncated
 manifest or a damaged Parquet file byte-identical (``tests/integration/test_capture_faults.py``),
 every wrong setting at once (``test_wrong_server_settings_fail_before_any_window_is_planned``) and
-``binlog_row_value_options`` (``test_partial_json_row_values_fail_the_capture_with_their_fix``), the
+``binlog_row_value_options`` (``test_server_level_partial_json_is_captured_exactly``), the
 apply gap and the other tables of a run going on after a type change
 (``tests/integration/test_apply.py``), ``key_columns`` for keyless tables
 (``tests/integration/test_snapshot.py``).
