@@ -76,6 +76,8 @@ _SELECT = {
     "vector": "HEX({c})",
 }
 
+#: The tag of an Iceberg value shown as it is (a target that has no column in common with MySQL).
+RAW = "raw"
 #: A canonical value: None (SQL NULL) or (kind tag, value).
 Canonical = tuple[str, Any] | None
 Row = tuple[Canonical, ...]
@@ -305,11 +307,8 @@ def _short(value: Canonical, limit: int = 60) -> str:
         text = repr(inner) if tag in ("text", "temporal", "decimal", "bytes", "invalid text") else str(inner)
         if len(text) > limit:
             text = f"{text[: limit - 20]}...({len(text)} chars)"
-    return (
-        text
-        if tag in ("int", "text", "temporal", "decimal", "bytes", "float", "double", "time", "bit")
-        else (f"<{tag}: {text}>")
-    )
+    plain = ("int", "text", "temporal", "decimal", "bytes", "float", "double", "time", "bit", RAW)
+    return text if tag in plain else f"<{tag}: {text}>"
 
 
 def format_row(row: Row) -> str:
@@ -364,6 +363,12 @@ def _multiset_difference(left: list[Row], right: list[Row]) -> tuple[tuple[Row, 
     return tuple(sorted(remaining.items(), key=lambda item: repr(item[0])))
 
 
+def _raw_rows(contents: IcebergContents, names: Sequence[str]) -> tuple[tuple[Row, int], ...]:
+    """The target's rows over ``names`` as Python shows them, counted."""
+    counted = Counter(tuple((RAW, repr(row[name])) for name in names) for row in contents.rows)
+    return tuple(sorted(counted.items(), key=repr))
+
+
 def compare_table(server: MySqlTestServer, warehouse: Path, database: str, table: str) -> TableComparison:
     """Compare ``database.table`` in MySQL with ``lake.database.table`` read by pyiceberg."""
     columns = mysql_columns(server, database, table)
@@ -373,14 +378,13 @@ def compare_table(server: MySqlTestServer, warehouse: Path, database: str, table
         if contents is None or not contents.rows:
             return TableComparison(database, table, (), (), (), (), 0, 0)
         visible = tuple(c for c in contents.columns if not c.startswith("_cdc_"))
-        extra = Counter(tuple(("text", repr(row[c])) for c in visible) for row in contents.rows)
         return TableComparison(
             database,
             table,
             visible,
             ("the table does not exist in MySQL, but its Iceberg target has rows",),
             (),
-            tuple(sorted(extra.items(), key=repr)),
+            _raw_rows(contents, visible),
             0,
             len(contents.rows),
         )
@@ -392,6 +396,19 @@ def compare_table(server: MySqlTestServer, warehouse: Path, database: str, table
             database, table, names, tuple(problems), _multiset_difference(mysql, []), (), len(mysql), 0
         )
     iceberg, missing = iceberg_rows(contents, columns)
+    if len(missing) == len(columns):  # nothing in common: the target's rows as they are
+        visible = tuple(c for c in contents.columns if not c.startswith("_cdc_"))
+        problems.append(f"no MySQL column is in Iceberg; the target has ({', '.join(visible)})")
+        return TableComparison(
+            database,
+            table,
+            names,
+            tuple(problems),
+            _multiset_difference(mysql, []),
+            _raw_rows(contents, visible),
+            len(mysql),
+            len(contents.rows),
+        )
     if missing:
         problems.append(f"MySQL column(s) missing in Iceberg: {', '.join(missing)} (compared without them)")
         kept = [i for i, c in enumerate(columns) if c.name not in missing]

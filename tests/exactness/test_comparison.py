@@ -27,7 +27,11 @@ def same(col: MySqlColumn, mysql_value: object, iceberg_value: object, invalid: 
         (column("year", "year"), 0, 0),
         (column("decimal", "decimal(10,2)", 2), "-0.50", decimal.Decimal("-0.50")),
         (column("decimal", "decimal(5,5)", 5), "0.00000", decimal.Decimal("0E-5")),
-        (column("decimal", "decimal(65,30)", 30), "1.500000000000000000000000000000", "1.500000000000000000000000000000"),
+        (
+            column("decimal", "decimal(65,30)", 30),
+            "1.500000000000000000000000000000",
+            "1.500000000000000000000000000000",
+        ),
         (column("float", "float"), 0.10000000149011612, struct.unpack("f", struct.pack("f", 0.1))[0]),
         (column("double", "double"), -0.0, -0.0),
         (column("bit", "bit(1)"), 1, True),
