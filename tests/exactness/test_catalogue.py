@@ -337,6 +337,21 @@ def test_primary_key_moved_to_another_column(pipeline_for: NewPipeline) -> None:
     )
 
 
+def test_primary_key_added_to_a_table_keyed_by_a_unique_key(pipeline_for: NewPipeline) -> None:
+    """A table without a primary key is keyed by its NOT NULL unique key; ADD PRIMARY KEY on another
+    column changes the key, after which the unique key's values may change freely."""
+    run_three_ways(
+        pipeline_for,
+        Change(
+            "id INT NOT NULL, code VARCHAR(10) NOT NULL, n INT, UNIQUE KEY (code)",
+            ("(1, 'A', 10)", "(2, 'B', 20)", "(3, 'C', 30)"),
+            ("UPDATE {t} SET n = 11 WHERE code = 'A'", "INSERT INTO {t} VALUES (4, 'D', 40)"),
+            ["ALTER TABLE {t} ADD PRIMARY KEY (id)"],
+            ("UPDATE {t} SET code = 'BB' WHERE id = 2", "INSERT INTO {t} VALUES (5, 'E', 50)"),
+        ),
+    )
+
+
 def test_primary_key_dropped_and_added_again(pipeline_for: NewPipeline) -> None:
     """Two statements that leave the same key (a key cycle)."""
     run_three_ways(
