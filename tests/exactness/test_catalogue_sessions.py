@@ -231,11 +231,13 @@ def test_a_64_mib_longblob(large_packets: None, pipeline_for: NewPipeline) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 18: the apply's Spark driver runs out of memory (exit 52)")
 @pytest.mark.skipif(
     os.environ.get("MYSQL_CDC_SLOW_TESTS") != "1", reason="takes minutes and several GB of disk: MYSQL_CDC_SLOW_TESTS=1"
 )
 def test_a_one_gigabyte_transaction(large_packets: None, pipeline_for: NewPipeline) -> None:
-    """One transaction of sixteen 64 MiB rows (1 GiB of row events)."""
+    """One transaction of sixteen 64 MiB rows (1 GiB of row events). About 3 minutes here, and about
+    5 GB of disk (binlog, InnoDB, staging, warehouse): run with ``MYSQL_CDC_SLOW_TESTS=1``."""
     pipeline = pipeline_for(
         "CREATE TABLE {db}.huge (id INT PRIMARY KEY, b LONGBLOB)",
         f"INSERT INTO {{db}}.huge VALUES (0, REPEAT(x'ee', {64 * MIB}))",
