@@ -39,10 +39,6 @@ def base_change(change: list[str], after: list[str], **kw: object) -> Change:
 # -- ADD COLUMN -----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: existing rows get NULL, not the DEFAULT; a table without rows after the ALTER lacks the column",
-)
 def test_add_column_with_a_constant_default(pipeline_for: NewPipeline) -> None:
     """The issue's statement: existing rows get 'std'."""
     run_three_ways(
@@ -57,10 +53,6 @@ def test_add_column_with_a_constant_default(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: existing rows get NULL, not the DEFAULT; a table without rows after the ALTER lacks the column",
-)
 def test_add_column_with_an_expression_default(pipeline_for: NewPipeline) -> None:
     run_three_ways(
         pipeline_for,
@@ -71,11 +63,6 @@ def test_add_column_with_an_expression_default(pipeline_for: NewPipeline) -> Non
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: existing rows get NULL, not the implicit or zero-date defaults; a table without rows "
-    "after the ALTER lacks the columns",
-)
 def test_add_not_null_columns_without_default_and_zero_date_defaults(pipeline_for: NewPipeline) -> None:
     """MySQL's implicit defaults for NOT NULL columns without DEFAULT (0, '', '0000-00-00', an invalid
     date), and explicit zero-date defaults (DATETIME and TIMESTAMP, as legacy schemas have them)."""
@@ -99,10 +86,6 @@ def test_add_not_null_columns_without_default_and_zero_date_defaults(pipeline_fo
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: existing rows get NULL, not the DEFAULT; a table without rows after the ALTER lacks the columns",
-)
 def test_add_columns_first_and_after(pipeline_for: NewPipeline) -> None:
     """Columns added in front and in the middle shift the positions of every column after them."""
     run_three_ways(
@@ -120,11 +103,6 @@ def test_add_columns_first_and_after(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: existing rows get NULL, not the generated values; a table without rows after the "
-    "ALTER lacks the columns",
-)
 def test_add_generated_columns_stored_and_virtual(pipeline_for: NewPipeline) -> None:
     run_three_ways(
         pipeline_for,
@@ -141,9 +119,6 @@ def test_add_generated_columns_stored_and_virtual(pipeline_for: NewPipeline) -> 
 # -- DROP, RENAME, CHANGE, MODIFY -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: the re-added column keeps the dropped column's values in rows no window touches"
-)
 def test_drop_column_then_add_the_same_name(pipeline_for: NewPipeline) -> None:
     """The issue's statements: MySQL has NULL in the new ``n`` of every existing row."""
     run_three_ways(
@@ -155,11 +130,6 @@ def test_drop_column_then_add_the_same_name(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: the renamed column is a new column, NULL in rows no window touches (values stay under "
-    "the old name)",
-)
 def test_rename_column(pipeline_for: NewPipeline) -> None:
     run_three_ways(
         pipeline_for,
@@ -179,9 +149,6 @@ SWAP = Change(
 )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: swapped names are not followed: untouched rows keep f1/f2 values under the old names"
-)
 def test_three_change_statements_swap_two_column_names(pipeline_for: NewPipeline) -> None:
     """The issue's three CHANGE statements: f1 and f2 swap names (and values, as SELECT shows them)."""
     run_three_ways(
@@ -200,9 +167,6 @@ def test_three_change_statements_swap_two_column_names(pipeline_for: NewPipeline
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: swapped names are not followed: untouched rows keep f1/f2 values under the old names"
-)
 def test_one_statement_swaps_two_column_names(pipeline_for: NewPipeline) -> None:
     run_three_ways(
         pipeline_for,
@@ -216,9 +180,6 @@ def test_one_statement_swaps_two_column_names(pipeline_for: NewPipeline) -> None
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: renames are not followed: untouched rows keep values under the old names"
-)
 def test_a_rename_chain_reuses_a_freed_name(pipeline_for: NewPipeline) -> None:
     """f1 -> f3, then f2 takes the free name f1, then f3 -> f4 with CHANGE."""
     run_three_ways(
@@ -257,7 +218,6 @@ def test_modify_varchar_to_a_longer_varchar(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: the target column stays a string holding the old text ('007', not 7)")
 def test_modify_varchar_to_int(pipeline_for: NewPipeline) -> None:
     """The issue's ``MODIFY f2 INT`` of a VARCHAR: MySQL converts '007' to 7."""
     run_three_ways(
@@ -272,9 +232,6 @@ def test_modify_varchar_to_int(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: the target keeps DECIMAL(5,2) and the unrounded values of untouched rows"
-)
 def test_modify_decimal_to_fewer_fraction_digits(pipeline_for: NewPipeline) -> None:
     """DECIMAL(5,2) -> DECIMAL(6,1): MySQL rounds 123.45 to 123.5."""
     run_three_ways(
@@ -309,11 +266,6 @@ def test_drop_primary_key_then_a_second_row_with_the_old_key(pipeline_for: NewPi
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: changes made before the key change in the same window are merged on the new key; the "
-    "old row stays",
-)
 def test_primary_key_widened_to_two_columns(pipeline_for: NewPipeline) -> None:
     run_three_ways(
         pipeline_for,
@@ -388,9 +340,6 @@ def test_enum_and_set_labels_appended(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: rows no window touches keep the SET members in the old definition order"
-)
 def test_enum_and_set_labels_reordered(pipeline_for: NewPipeline) -> None:
     """MySQL keeps each value's labels; a SET prints its members in the new definition order."""
     run_three_ways(
@@ -448,11 +397,6 @@ def test_convert_to_another_character_set(pipeline_for: NewPipeline) -> None:
 # -- tables ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: the old name's target keeps the rows; the new name's target has only rows written "
-    "after the rename",
-)
 def test_rename_table(pipeline_for: NewPipeline) -> None:
     """RENAME TABLE and ALTER TABLE ... RENAME TO: the new name's target equals MySQL, the old name's
     is gone or empty."""
@@ -501,10 +445,6 @@ def test_rename_tables_swapped_through_a_temporary_name(pipeline_for: NewPipelin
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: the shadow table's target keeps the rows; the swapped-in table's target is not rebuilt",
-)
 def test_online_schema_change_through_a_shadow_table(pipeline_for: NewPipeline) -> None:
     """What gh-ost and pt-online-schema-change do: copy into a shadow table with the new schema, then
     swap it in with one RENAME and drop the old table."""
@@ -541,9 +481,6 @@ TRUNCATES = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: '/* app:billing */ TRUNCATE TABLE' is not recognized; the rows before it survive"
-)
 def test_truncate_in_every_form(pipeline_for: NewPipeline) -> None:
     """Each form with rows before and after it in one window; then each table truncated again
     alone in a window (no row after it), then rows in the next window."""
@@ -571,9 +508,6 @@ def test_truncate_in_every_form(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: the re-created table's target keeps the dropped table's rows and columns"
-)
 def test_drop_table_then_create_the_same_name(pipeline_for: NewPipeline) -> None:
     """The issue's case (same definition), and a re-creation with another definition."""
     pipeline = pipeline_for(
@@ -598,7 +532,6 @@ def test_drop_table_then_create_the_same_name(pipeline_for: NewPipeline) -> None
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: the targets of dropped tables keep their rows")
 def test_drop_several_tables_in_one_statement(pipeline_for: NewPipeline) -> None:
     """``DROP TABLE a, b, c``; ``a`` comes back with one row. Dropped tables' targets must be gone or
     empty."""
@@ -615,7 +548,6 @@ def test_drop_several_tables_in_one_statement(pipeline_for: NewPipeline) -> None
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: a table created without rows in the window gets no target")
 def test_create_table_like_and_as_select_inside_a_window(pipeline_for: NewPipeline) -> None:
     pipeline = pipeline_for(
         "CREATE TABLE {db}.src (id INT PRIMARY KEY, v VARCHAR(10), d DATE)",

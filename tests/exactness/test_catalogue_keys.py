@@ -22,11 +22,6 @@ NewPipeline = Callable[..., ExactnessPipeline]
 LOOSE_DATES = ("SET SESSION sql_mode = 'ALLOW_INVALID_DATES'",)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: updates, key changes and deletes of invalid-date keys are lost or misapplied (all are "
-    "NULL in the typed key)",
-)
 def test_zero_partial_and_invalid_dates_in_a_date_key(pipeline_for: NewPipeline) -> None:
     """The issue's case: ``sql_mode=''``-style keys; two distinct invalid keys at once; updates, key
     changes (valid -> invalid, invalid -> invalid, invalid -> valid) and deletes."""
@@ -55,9 +50,6 @@ def test_zero_partial_and_invalid_dates_in_a_date_key(pipeline_for: NewPipeline)
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: invalid-datetime keys are all NULL in the typed key column, so their rows mix"
-)
 def test_zero_datetimes_in_a_composite_key(pipeline_for: NewPipeline) -> None:
     pipeline = pipeline_for(
         "CREATE TABLE {db}.dtk (id INT, at DATETIME(3), v INT, PRIMARY KEY (id, at))",
@@ -185,9 +177,6 @@ def test_float_and_double_keys_with_negative_zero(pipeline_for: NewPipeline) -> 
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: key changes of rows whose key holds an invalid date leave the old rows behind"
-)
 def test_a_composite_key_mixing_special_values(pipeline_for: NewPipeline) -> None:
     """DATE (zero), VARCHAR under _ci, VARBINARY with trailing zeros and DOUBLE (-0.0) in one key."""
     pipeline = pipeline_for(

@@ -82,15 +82,11 @@ ROW_IMAGE_WINDOWS = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: columns a MINIMAL image does not carry become NULL (or the row is lost)"
-)
 def test_session_binlog_row_image_minimal(pipeline_for: NewPipeline) -> None:
     pipeline = pipeline_for(*ROW_IMAGE_TABLE)
     run_and_check_events(pipeline, ROW_IMAGE_WINDOWS, MINIMAL, {"binlog_row_image": "MINIMAL"})
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: TEXT/BLOB columns a NOBLOB image omits become NULL")
 def test_session_binlog_row_image_noblob(pipeline_for: NewPipeline) -> None:
     pipeline = pipeline_for(*ROW_IMAGE_TABLE)
     run_and_check_events(pipeline, ROW_IMAGE_WINDOWS, NOBLOB, {"binlog_row_image": "NOBLOB"})
