@@ -60,3 +60,8 @@ class MissingPrivilegeError(TerminalCdcError):
 
 class FrontierConflictError(TransientCdcError):
     """Raised when a compare-and-set lost a race: someone else advanced the same record first."""
+
+
+class TableWithoutKeyError(TerminalCdcError):
+    """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user
+    (also when a table loses its primary key while it is captured)."""

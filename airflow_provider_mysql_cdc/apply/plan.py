@@ -28,7 +28,12 @@ from airflow_provider_mysql_cdc.core.staging import (
     StagedFile,
     StagingManifest,
 )
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    TableWithoutKeyError,
+    TerminalCdcError,
+    TransientCdcError,
+)
 
 #: Prefix of the snapshot summary properties the apply writes.
 SUMMARY_PREFIX = "cdc."
@@ -182,11 +187,18 @@ def _table_changes(
     return files, max(truncates) if truncates else None, events
 
 
+def rebuild_note(window_id: int, event: SchemaEvent) -> str:
+    """The ``rebuild_pending`` text of a ``rebuild`` event: where and why, after the named error it
+    stops with when it has one (``TableWithoutKeyError: window 3 (GTID ...): ...``)."""
+    note = f"window {window_id} (GTID {event.gtid}): {event.reason}"
+    return f"{event.error_class}: {note}" if event.error_class else note
+
+
 def _rebuild_note(manifest: StagingManifest, events: Sequence[SchemaEvent]) -> str:
     """The ``rebuild_pending`` text of the first ``rebuild`` event among ``events``, or ""."""
     for event in events:
         if event.kind == "rebuild":
-            return f"window {manifest.window_id} (GTID {event.gtid}): {event.reason}"
+            return rebuild_note(manifest.window_id, event)
     return ""
 
 
@@ -213,6 +225,24 @@ def _load_steps(
         steps.append(LoadSnapshotChunks(table_name, snapshot, start, end, start == 0, before, after))
         before = state = after
     return steps, state
+
+
+def _require_not_waiting(table_name: str, pipeline: str, current: AppliedState, window_id: int) -> None:
+    """Raise when the table waits for a rebuild that window ``window_id`` does not bring (no new snapshot
+    governs it): :class:`TableWithoutKeyError` when it lost its key, :class:`RebuildPendingError` else."""
+    if current.rebuild_pending.startswith(f"{TableWithoutKeyError.__name__}: "):
+        raise TableWithoutKeyError(
+            f"{table_name} stops since {current.rebuild_pending.split(': ', 1)[1]}; window {window_id} of "
+            f"pipeline {pipeline!r} is not governed by a new snapshot of it, so it stays stopped and the "
+            "other tables go on"
+        )
+    if current.rebuild_pending:
+        raise RebuildPendingError(
+            f"{table_name} waits for a fresh snapshot since {current.rebuild_pending}; window {window_id} "
+            f"of pipeline {pipeline!r} is not governed by one, so the table stops here and the other tables "
+            f"go on. Re-snapshot it: trigger a run with resnapshot=[{table_name!r}] (a pipeline whose "
+            "schema_change_policy is 'rebuild' does this by itself in its next run)"
+        )
 
 
 def plan_table(
@@ -298,13 +328,7 @@ def plan_table(
                 )
             load, current = _load_steps(table_name, loaded, current, 0, chunks_per_commit)
             steps += load
-        if current.rebuild_pending:
-            raise RebuildPendingError(
-                f"{table_name} waits for a fresh snapshot since {current.rebuild_pending}; window {window_id} "
-                f"of pipeline {pipeline!r} is not governed by one, so the table stops here and the other tables "
-                f"go on. Re-snapshot it: trigger a run with resnapshot=[{table_name!r}] (a pipeline whose "
-                "schema_change_policy is 'rebuild' does this by itself in its next run)"
-            )
+        _require_not_waiting(table_name, pipeline, current, window_id)
         files, truncate_seq, events = _table_changes(manifest, table_name)
         if not files and not events and (truncate_seq is None or current == AppliedState(pipeline)):
             continue  # nothing for this table (a TRUNCATE of a table that never held rows is nothing)

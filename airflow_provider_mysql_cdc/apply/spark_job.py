@@ -80,7 +80,13 @@ from airflow_provider_mysql_cdc.core.staging import (
     StagedFile,
     StagingManifest,
 )
-from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    MySqlCdcError,
+    TableWithoutKeyError,
+    TerminalCdcError,
+    TransientCdcError,
+)
 from airflow_provider_mysql_cdc.staging import Staging, write_text_to_uri
 
 if TYPE_CHECKING:
@@ -336,13 +342,15 @@ class TableApplier:
         files, schemas = self._step_files(step)
         table_schemas = [s for s in schemas if f"{s.database}.{s.table}" == self.table_name]
         final = _final_version(step, table_schemas) if isinstance(step, ApplyWindow) else None
-        keys = self._key_columns(step, schemas, final)
         changes: WindowTableChanges | None = None
         renames: dict[int, dict[str, str]] | None = None
         if isinstance(step, ApplyWindow):
             changes, final_ids = self._window_changes(step, final)
             if final_ids:
                 renames = {info.schema_version: version_renames(info.columns, final_ids) for info in table_schemas}
+        # A table replaced by nothing (dropped, renamed away) needs no key: nothing is merged.
+        gone = changes is not None and changes.reset_seq is not None and not files
+        keys = [] if gone else self._key_columns(step, schemas, final)
         paths: dict[int, list[str]] = {}
         for path, staged in files:
             paths.setdefault(staged.schema_version, []).append(path)
@@ -577,6 +585,10 @@ class TableApplier:
     def run_step(self, step: TableStep) -> None:
         """Evolve the schema, check the state is still ``step.before``, then MERGE with ``step.after``
         (or replace the table in one commit: a table reset by DROP/CREATE, a re-load of a snapshot)."""
+        if isinstance(step, ApplyWindow) and not step.files and not self._exists(self.target):
+            if any(event.kind == "reset" for event in step.events) or not step.events:
+                log.info("%s: %s stages nothing for a table without target", self.table_name, step.describe())
+                return  # created and gone again in the window, or renamed away: nothing to hold
         source = self._source(step)
         changes = source.changes
         replaces_table = self._exists(self.target) and (
@@ -644,6 +656,8 @@ class TableApplier:
                 self._write_changelog(windows)
             final = self.read_state() if self._exists(self.target) else None
             self.report.state = asdict(final) if final else {}
+            if self.report.rebuild.startswith(f"{TableWithoutKeyError.__name__}: "):
+                raise TableWithoutKeyError(f"{self.table_name} stops at {self.report.rebuild.split(': ', 1)[1]}")
             if self.report.rebuild and self.config.schema_change_policy == SCHEMA_CHANGE_STOP:
                 raise RebuildPendingError(
                     f"{self.table_name} stops at {self.report.rebuild}: its target cannot follow that change. "

@@ -84,7 +84,7 @@ from pymysqlreplication.event import (
     XidEvent,
 )
 from pymysqlreplication.packet import BinLogPacketWrapper
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import MAX_TRANSACTION_NUMBER, Gtid, GtidSet, Interval, SourceKey
@@ -418,7 +418,10 @@ _STREAM_EVENTS = (
     XidEvent,
     XAPrepareEvent,
     WriteRowsEvent,
-    UpdateRowsEvent,  # includes PartialUpdateRowsEvent (a subclass)
+    UpdateRowsEvent,
+    # The library keeps only events whose class is listed (a subclass is not enough): without it, a
+    # session's binlog_row_value_options=PARTIAL_JSON updates would be dropped without a word.
+    PartialUpdateRowsEvent,
     DeleteRowsEvent,
     RotateEvent,
     HeartbeatLogEvent,

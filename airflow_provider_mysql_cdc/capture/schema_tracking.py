@@ -232,14 +232,15 @@ class SchemaTracker:
     def _selected(self, ref: TableRef) -> bool:
         return self.selection.matches(ref.database, ref.table)
 
-    def rebuild(self, ref: TableRef, seq: int, gtid: str, reason: str) -> SchemaEvent:
-        """Leave ``ref`` waiting for a fresh snapshot from ``seq`` on; its changes are not staged."""
+    def rebuild(self, ref: TableRef, seq: int, gtid: str, reason: str, error_class: str = "") -> SchemaEvent:
+        """Leave ``ref`` waiting for a fresh snapshot from ``seq`` on; its changes are not staged
+        (``error_class``: the named error it stops with until it can be snapshotted again)."""
         name = str(ref)
         self.pending.setdefault(name, f"window {self.window_id} (GTID {gtid}): {reason}")
         if self.record:
             self.store.record_rebuild_request(self.pipeline, name, self.window_id, seq, gtid, reason)
         log.warning("window %s: %s needs a fresh snapshot: %s", self.window_id, name, reason)
-        return SchemaEvent(ref.database, ref.table, seq, gtid, REBUILD, reason=reason)
+        return SchemaEvent(ref.database, ref.table, seq, gtid, REBUILD, reason=reason, error_class=error_class)
 
     # -- row events -------------------------------------------------------------------------------
 
@@ -399,6 +400,13 @@ class SchemaTracker:
         if isinstance(effect, KeyChanged):
             if self._same_key_columns(ref, effect):
                 return []  # its columns renamed or retyped: their own effects say whether that is followed
+            if not effect.new_key:
+                keyless = (
+                    f"its primary key {list(effect.old_key)} was dropped: a table without a key cannot be merged "
+                    "by key. Add a primary key (or a unique NOT NULL key) in MySQL, or name key_columns for it, "
+                    "or exclude it; the next snapshot then reads it again"
+                )
+                return [self.rebuild(ref, seq, gtid, keyless, "TableWithoutKeyError")]
             change = f"primary key changed from {list(effect.old_key)} to {list(effect.new_key)}"
             return [self.rebuild(ref, seq, gtid, change)]
         assert isinstance(effect, DataChangeUnknown)

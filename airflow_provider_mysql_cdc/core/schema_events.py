@@ -71,6 +71,9 @@ class SchemaEvent:
     schema_version: int | None = None
     #: The DDL statement; for ``rebuild``, why the target cannot follow, then the statement.
     reason: str = ""
+    #: ``rebuild`` only: the named error the table stops with when no snapshot can rebuild it as it is
+    #: (``TableWithoutKeyError``: the table lost its primary key); "" when a fresh snapshot can.
+    error_class: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:

@@ -65,6 +65,7 @@ from airflow_provider_mysql_cdc.errors import (
     TransientCdcError,
 )
 from airflow_provider_mysql_cdc.errors import MissingPrivilegeError as MissingPrivilegeError  # noqa: PLC0414  re-export: it was defined here
+from airflow_provider_mysql_cdc.errors import TableWithoutKeyError as TableWithoutKeyError  # noqa: PLC0414  re-export: it was defined here
 from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, error_code, error_text, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
     read_gtid_executed,
@@ -102,10 +103,6 @@ _CHUNKABLE_TYPES = set(INTEGER_TYPES) | {"year", "char", "varchar", "binary", "v
 _ER_NO_SUCH_TABLE = 1146
 _ER_ACCESS_DENIED_CODES = (1044, 1142, 1227)
 _ER_LOCK_WAIT_TIMEOUT = 1205
-
-
-class TableWithoutKeyError(TerminalCdcError):
-    """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user."""
 
 
 class SnapshotLockTimeoutError(TransientCdcError):
