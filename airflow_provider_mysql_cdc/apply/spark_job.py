@@ -585,10 +585,11 @@ class TableApplier:
     def run_step(self, step: TableStep) -> None:
         """Evolve the schema, check the state is still ``step.before``, then MERGE with ``step.after``
         (or replace the table in one commit: a table reset by DROP/CREATE, a re-load of a snapshot)."""
-        if isinstance(step, ApplyWindow) and not step.files and not self._exists(self.target):
-            if any(event.kind == "reset" for event in step.events) or not step.events:
-                log.info("%s: %s stages nothing for a table without target", self.table_name, step.describe())
-                return  # created and gone again in the window, or renamed away: nothing to hold
+        events = step.events if isinstance(step, ApplyWindow) else ()
+        nothing_staged = isinstance(step, ApplyWindow) and not step.files and not self._exists(self.target)
+        if nothing_staged and (not events or any(event.kind == "reset" for event in events)):
+            log.info("%s: %s stages nothing for a table without target", self.table_name, step.describe())
+            return  # created and gone again in the window, or renamed away: nothing to hold
         source = self._source(step)
         changes = source.changes
         replaces_table = self._exists(self.target) and (
