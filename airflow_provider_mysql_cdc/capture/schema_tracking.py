@@ -440,6 +440,8 @@ class SchemaTracker:
         and the metadata store records it (a later window must not wait either)."""
         if self.pending.pop(str(ref), None) is not None:
             self._save(ref, seq, "ddl" if ref in self.tables else "dropped")
+            if self.record:  # a request of this window, possibly at this very position: moot
+                self.store.forget_rebuild_request(self.pipeline, str(ref), self.window_id)
 
     def rebuilds_pending(self) -> Mapping[str, str]:
         """``db.table`` -> why, for every selected table waiting for a fresh snapshot."""

@@ -231,6 +231,17 @@ class SchemaRecords:
                 pending[request.table_name] = request
         return pending
 
+    def forget_rebuild_request(self, pipeline: str, table_name: str, window_id: int) -> None:
+        """Delete window ``window_id``'s rebuild request of a table (a later statement of the same window
+        made it moot: the table was dropped, renamed away or created anew)."""
+        columns = rebuild_requests_table.c
+        with self._transaction() as connection:
+            connection.execute(
+                rebuild_requests_table.delete().where(
+                    columns.pipeline == pipeline, columns.table_name == table_name, columns.window_id == window_id
+                )
+            )
+
     def rebuild_requests(self, pipeline: str) -> list[RebuildRequest]:
         """Every rebuild request of the pipeline, oldest window first."""
         columns = rebuild_requests_table.c

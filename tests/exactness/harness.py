@@ -286,10 +286,11 @@ class ExactnessPipeline:
             if self.rebuilding:
                 self.differences.append(f"pipeline {self.name}: still waiting for a rebuild: {self.rebuilding}")
 
-    def finish(self, stop: WindowStopped | None = None) -> None:
+    def finish(self, stop: WindowStopped | None = None, *, settle: bool = True) -> None:
         """Raise :class:`NotExact` with every window's differences and the stop, if any (after the
-        window that completes pending rebuilds)."""
-        if stop is None:
+        window that completes pending rebuilds, unless ``settle`` is False: the scenario ended on a
+        stop it allows)."""
+        if stop is None and settle:
             self.settle()
         found = [*self.differences, *([str(stop)] if stop is not None else [])]
         if found:

@@ -50,6 +50,7 @@ def drive(
     Every window is compared even after one differed; at the end :class:`NotExact` lists all
     differences. A stop ends the windows: one of ``allowed_errors`` (and nothing else) is a pass."""
     stop = None
+    allowed = False
     try:
         pipeline.snapshot()
         pipeline.check_window()
@@ -57,9 +58,9 @@ def drive(
             step()
             pipeline.check_window()
     except WindowStopped as stopped:
-        if not (allowed_errors and stopped.error_classes <= allowed_errors):
-            stop = stopped
-    pipeline.finish(stop)
+        allowed = bool(allowed_errors) and stopped.error_classes <= allowed_errors
+        stop = None if allowed else stopped
+    pipeline.finish(stop, settle=not allowed)
 
 
 def create_tables(pipeline: ExactnessPipeline, tables: Sequence[str], change: Change) -> None:

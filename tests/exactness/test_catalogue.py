@@ -249,10 +249,6 @@ def test_modify_decimal_to_fewer_fraction_digits(pipeline_for: NewPipeline) -> N
 # -- primary keys ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18: the second row with the old key value silently replaces the first (no TableWithoutKeyError)",
-)
 def test_drop_primary_key_then_a_second_row_with_the_old_key(pipeline_for: NewPipeline) -> None:
     """The issue's case. The table has no key any more: exact, or the table stops with
     ``TableWithoutKeyError`` (what the issue allows)."""
@@ -420,7 +416,6 @@ def test_rename_table(pipeline_for: NewPipeline) -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: the swapped tables' targets keep their pre-swap rows")
 def test_rename_tables_swapped_through_a_temporary_name(pipeline_for: NewPipeline) -> None:
     """One statement swaps a and b; three statements swap c and d."""
     pipeline = pipeline_for(

@@ -125,9 +125,6 @@ JSON_WINDOWS = (
 PARTIAL_JSON = ("SET SESSION binlog_row_value_options = 'PARTIAL_JSON'",)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: partial JSON updates are not applied: the documents keep their old value"
-)
 def test_session_partial_json_with_full_row_image(pipeline_for: NewPipeline) -> None:
     pipeline = pipeline_for(*JSON_TABLE)
     run_and_check_events(
@@ -135,9 +132,6 @@ def test_session_partial_json_with_full_row_image(pipeline_for: NewPipeline) -> 
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: partial JSON updates are not applied: the documents keep their old value"
-)
 def test_session_partial_json_with_minimal_row_image(pipeline_for: NewPipeline) -> None:
     pipeline = pipeline_for(*JSON_TABLE)
     run_and_check_events(

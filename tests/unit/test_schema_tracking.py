@@ -169,3 +169,11 @@ def test_widening_a_key_column_is_followed(store: FrontierStore) -> None:
     assert run.tracker.rebuilds_pending() == {}
     (event,) = run("ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (f1)").events
     assert event.kind == "rebuild"
+
+
+def test_a_swap_in_one_statement_leaves_no_wait_for_its_temporary_name(store: FrontierStore) -> None:
+    run = Statements(tracker(store))
+    run(CREATE)
+    run(CREATE.replace("`t`", "`u`"))
+    run("RENAME TABLE t TO tmp, u TO t, tmp TO u")
+    assert set(tracker(store, 2).rebuilds_pending()) == {"db.t", "db.u"}  # not db.tmp
