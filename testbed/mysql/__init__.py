@@ -45,7 +45,7 @@ from testbed.mysql.access import (
 )
 from testbed.mysql.errors import LocalMySQLError
 from testbed.mysql.fleet import list_instances, stop_all
-from testbed.mysql.installer import install, is_installed, server_version, tool_argv, tool_env
+from testbed.mysql.installer import charsets_dir, install, is_installed, server_version, tool_argv, tool_env
 from testbed.mysql.instance import LocalMySQL
 from testbed.mysql.paths import cache_dir, instances_dir, prefix_dir
 from testbed.mysql.settings import DEFAULT_SETTINGS
@@ -64,6 +64,7 @@ __all__ = [
     "LocalMySQLError",
     "ServerUrl",
     "cache_dir",
+    "charsets_dir",
     "install",
     "instances_dir",
     "is_installed",

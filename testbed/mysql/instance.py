@@ -413,11 +413,11 @@ class LocalMySQL:
             # A retry after a partial bootstrap: the password is already set.
             [*mysql, f"--defaults-file={self.client_options_file(ROOT_USER)}", "--protocol=SOCKET"],
         ]  # fmt: skip
+        sql = access.accounts_sql()
         errors: list[str] = []
         for argv in attempts:
             try:
-                run([*argv, "--batch"], input_text=access.accounts_sql(), env=tool_env(), timeout=120,
-                    what="creating accounts")  # fmt: skip
+                run([*argv, "--batch"], input_text=sql, env=tool_env(), timeout=120, what="creating accounts")
             except LocalMySQLError as exc:
                 errors.append(str(exc))
                 continue
