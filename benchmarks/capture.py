@@ -242,10 +242,10 @@ def check_staging(staging_dir: str, capture: dict[str, Any], rows: int) -> tuple
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
-    from airflow_provider_mysql_cdc.core.staging import window_dir
+    from airflow_provider_mysql_cdc.staging import Staging
 
-    manifest = read_manifest(staging_dir, "bench", int(capture["window_id"]))
+    staging = Staging(staging_dir, "bench")
+    manifest = staging.read_window_manifest(int(capture["window_id"]))
     if manifest is None:
         raise BenchmarkError(f"no manifest in {staging_dir}")
     manifest_rows = sum(manifest.op_counts().values())
@@ -255,7 +255,7 @@ def check_staging(staging_dir: str, capture: dict[str, Any], rows: int) -> tuple
     id_sum = 0
     parquet_bytes = 0
     for staged in manifest.files:
-        path = Path(staging_dir) / window_dir("bench", manifest.window_id) / staged.path
+        path = Path(staging.path_of(staging.file_in(staging.window_dir(manifest.window_id), staged.path)))
         ids = pq.read_table(path, columns=["id"]).column("id")
         parquet_rows += len(ids)
         id_sum += int(pc.sum(ids).as_py() or 0)
@@ -270,11 +270,11 @@ def check_same_content(staging_dir: str, reference_dir: str, window_id: int) -> 
     batch (same manifest file list, schemas and values); returns the rows compared."""
     import pyarrow.parquet as pq
 
-    from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
-    from airflow_provider_mysql_cdc.core.staging import window_dir
+    from airflow_provider_mysql_cdc.staging import Staging
 
-    manifest = read_manifest(staging_dir, "bench", window_id)
-    reference = read_manifest(reference_dir, "bench", window_id)
+    staging, reference_staging = Staging(staging_dir, "bench"), Staging(reference_dir, "bench")
+    manifest = staging.read_window_manifest(window_id)
+    reference = reference_staging.read_window_manifest(window_id)
     if manifest is None or reference is None:
         raise BenchmarkError("a manifest is missing")
     paths = [(f.path, f.rows, f.op_counts) for f in manifest.files]
@@ -282,8 +282,8 @@ def check_same_content(staging_dir: str, reference_dir: str, window_id: int) -> 
         raise BenchmarkError(f"staged files differ from the reference capture's: {manifest.files} {reference.files}")
     compared = 0
     for staged in manifest.files:
-        relative = Path(window_dir("bench", window_id)) / staged.path
-        ours, theirs = pq.ParquetFile(Path(staging_dir) / relative), pq.ParquetFile(Path(reference_dir) / relative)
+        relative = staging.file_in(staging.window_dir(window_id), staged.path)
+        ours, theirs = pq.ParquetFile(staging.path_of(relative)), pq.ParquetFile(reference_staging.path_of(relative))
         if not ours.schema_arrow.equals(theirs.schema_arrow):
             raise BenchmarkError(f"{staged.path}: schema differs from the reference capture's")
         for mine, other in zip(ours.iter_batches(10_000), theirs.iter_batches(10_000), strict=True):

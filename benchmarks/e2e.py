@@ -528,7 +528,7 @@ def check_first_run(run: RunResult, rows: int) -> None:
 
 def check_window(run: RunResult, home: Path, expected: Mapping[str, int]) -> None:
     """The capture's XCom and the published manifest hold exactly the changes made; the apply applied them."""
-    from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
+    from airflow_provider_mysql_cdc.staging import Staging
 
     capture = run.xcoms.get("capture") or {}
     ops = {op: int(n) for op, n in (capture.get("rows_by_op") or {}).items() if n}
@@ -542,7 +542,7 @@ def check_window(run: RunResult, home: Path, expected: Mapping[str, int]) -> Non
         raise BenchmarkError(
             f"the timed run's capture staged window {capture.get('window_id')} {ops}, expected {expected}"
         )
-    manifest = read_manifest(str(home / "mysql_cdc" / "staging"), PIPELINE, 2)
+    manifest = Staging(str(home / "mysql_cdc" / "staging"), PIPELINE).read_window_manifest(2)
     manifest_ops = {op: n for op, n in (manifest.op_counts() if manifest else {}).items() if n}
     if manifest_ops != dict(expected):
         raise BenchmarkError(f"the manifest of window 2 counts {manifest_ops}, expected {expected}")

@@ -46,23 +46,15 @@ from airflow_provider_mysql_cdc.apply.plan import (
     tables_in_windows,
     target_table,
 )
-from airflow_provider_mysql_cdc.capture.staging_writer import (
-    read_manifest,
-    read_manifest_in,
-    read_text,
-    verify_manifest_files,
-    write_text_atomically,
-)
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
 from airflow_provider_mysql_cdc.core.staging import (
-    MANIFEST_NAME,
     CorruptStagingError,
     SnapshotTableManifest,
     StagedFile,
     StagingManifest,
-    snapshot_table_dir,
 )
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.staging import Staging, write_text_to_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -145,16 +137,6 @@ class TableReport:
     error_class: str = ""
 
 
-def spark_path(staging_uri: str, relative: str) -> str:
-    """The path Spark reads a staged file from (``s3://`` becomes Hadoop's ``s3a://``)."""
-    root = staging_uri.rstrip("/")
-    if "://" not in root:
-        root = "file://" + root
-    elif root.startswith("s3://"):
-        root = "s3a://" + root[len("s3://") :]
-    return f"{root}/{relative}"
-
-
 def _is_commit_conflict(exc: BaseException) -> bool:
     text = str(exc)
     return any(
@@ -166,9 +148,12 @@ def _is_commit_conflict(exc: BaseException) -> bool:
 class TableApplier:
     """Applies the planned steps of one table through one SparkSession."""
 
-    def __init__(self, spark: SparkSession, config: ApplyConfig, table_name: str) -> None:
+    def __init__(
+        self, spark: SparkSession, config: ApplyConfig, table_name: str, staging: Staging | None = None
+    ) -> None:
         self.spark = spark
         self.config = config
+        self.staging = staging or Staging(config.staging_uri, config.pipeline)
         self.table_name = table_name
         self.target = config.target(table_name)
         self.report = TableReport(target=self.target)
@@ -181,15 +166,13 @@ class TableApplier:
 
     def read_window(self, window_id: int) -> StagingManifest | None:
         if window_id not in self._window_cache:
-            self._window_cache[window_id] = read_manifest(self.config.staging_uri, self.config.pipeline, window_id)
+            self._window_cache[window_id] = self.staging.read_window_manifest(window_id)
         return self._window_cache[window_id]
 
     def read_snapshot(self, snapshot_id: str, table_name: str) -> SnapshotTableManifest | None:
         if snapshot_id not in self._snapshot_cache:
             database, table = table_name.split(".", 1)
-            relative = f"{snapshot_table_dir(self.config.pipeline, snapshot_id, database, table)}/{MANIFEST_NAME}"
-            found = read_text(self.config.staging_uri, relative)
-            self._snapshot_cache[snapshot_id] = None if found is None else SnapshotTableManifest.from_json(*found)
+            self._snapshot_cache[snapshot_id] = self.staging.read_snapshot_table_manifest(snapshot_id, database, table)
         return self._snapshot_cache[snapshot_id]
 
     def _step_files(self, step: TableStep) -> tuple[list[tuple[str, StagedFile]], tuple[Any, ...]]:
@@ -197,24 +180,20 @@ class TableApplier:
         if isinstance(step, ApplyWindow):  # checksums of this table's files only, once per window
             window_id = step.manifest.window_id
             if window_id not in self._verified_window_files:
-                verify_manifest_files(self.config.staging_uri, dataclasses.replace(step.manifest, files=step.files))
-                base = step.manifest.relative_dir()
-                self._verified_window_files[window_id] = [
-                    (spark_path(self.config.staging_uri, f"{base}/{f.path}"), f) for f in step.files
-                ]
+                self.staging.verify_files(dataclasses.replace(step.manifest, files=step.files))
+                self._verified_window_files[window_id] = self.staging.spark_files(step.manifest, step.files)
             return self._verified_window_files[window_id], step.manifest.schemas
         files: list[tuple[str, StagedFile]] = []
         schemas: list[Any] = []
         for chunk in step.snapshot.chunks[step.first_chunk : step.end_chunk]:
-            chunk_dir = str(chunk["manifest"]).rsplit("/", 1)[0]
-            manifest = read_manifest_in(self.config.staging_uri, chunk_dir)
+            manifest = self.staging.read_chunk_manifest(chunk)
             if manifest is None:
                 raise CorruptStagingError(
                     f"chunk manifest {chunk['manifest']} of snapshot {step.snapshot.snapshot_id} is missing; "
                     f"re-snapshot {self.table_name}"
                 )
-            verify_manifest_files(self.config.staging_uri, manifest)
-            files += [(spark_path(self.config.staging_uri, f"{chunk_dir}/{f.path}"), f) for f in manifest.files]
+            self.staging.verify_files(manifest)
+            files += self.staging.spark_files(manifest)
             schemas += manifest.schemas
         return files, tuple(schemas)
 
@@ -634,9 +613,10 @@ def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
         )
     configure_catalog_cache(spark, config.catalog)
     require_reachable_catalog(spark, config.catalog)
+    staging = Staging(config.staging_uri, config.pipeline)
     manifests = []
     for window_id in range(config.first_window, config.last_window + 1):
-        manifest = read_manifest(config.staging_uri, config.pipeline, window_id)
+        manifest = staging.read_window_manifest(window_id)
         if manifest is None:
             raise TerminalCdcError(
                 f"window {window_id} of pipeline {config.pipeline!r} has no manifest under {config.staging_uri}; "
@@ -645,7 +625,7 @@ def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
         manifests.append(manifest)
     tables: dict[str, dict[str, Any]] = {}
     for table_name in tables_in_windows(manifests):
-        report = TableApplier(spark, config, table_name).apply()
+        report = TableApplier(spark, config, table_name, staging).apply()
         tables[table_name] = asdict(report)
         log.info("%s: %s %s", table_name, report.status, report.error or report.windows_applied)
     result = {
@@ -663,8 +643,7 @@ def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
 
 def write_report(report_uri: str, report: dict[str, Any]) -> None:
     """Write the report JSON atomically to a pyarrow filesystem URI."""
-    directory, name = report_uri.rstrip("/").rsplit("/", 1)
-    write_text_atomically(directory, name, json.dumps(report, sort_keys=True, indent=2) + "\n")
+    write_text_to_uri(report_uri, json.dumps(report, sort_keys=True, indent=2) + "\n")
 
 
 def parse_windows(text: str) -> tuple[int, int]:

@@ -28,21 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.apply.plan import quote, target_table
-from airflow_provider_mysql_cdc.apply.spark_job import spark_path
-from airflow_provider_mysql_cdc.capture.staging_writer import open_staging, read_manifest_in, read_text
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
-from airflow_provider_mysql_cdc.core.staging import (
-    MANIFEST_NAME,
-    CorruptStagingError,
-    SnapshotTableManifest,
-    snapshot_table_dir,
-)
+from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import selected_tables
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, plan_snapshot, snapshot_chunk
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
 if TYPE_CHECKING:
@@ -135,11 +129,11 @@ def compare_with_mysql(
             ]
         finally:
             if scratch_uri:
-                filesystem, root = open_staging(scratch_uri)
+                scratch = Staging(scratch_uri, pipeline)
                 try:
-                    filesystem.delete_dir(f"{root}/{pipeline}")
+                    scratch.delete_pipeline()
                 except OSError as exc:
-                    log.warning("could not delete the verification snapshot %s/%s: %s", root, pipeline, exc)
+                    log.warning("could not delete the verification snapshot %s/%s: %s", scratch.root, pipeline, exc)
             else:
                 shutil.rmtree(Path(tmp) / "staging", ignore_errors=True)
 
@@ -168,21 +162,20 @@ def _snapshot(
     plan = plan_snapshot(request, source, store)
     for argument in plan.mapped_arguments():
         snapshot_chunk(request, str(argument["snapshot_id"]), SnapshotChunk.from_json(argument["chunk"]), source, store)
+    staging = Staging(staging_uri, pipeline)
     paths: dict[str, list[str]] = {}
     for table_name in plan.tables:
         database, table = table_name.split(".", 1)
         assert plan.snapshot_id is not None
-        relative = f"{snapshot_table_dir(pipeline, plan.snapshot_id, database, table)}/{MANIFEST_NAME}"
-        found = read_text(staging_uri, relative)
-        if found is None:
+        table_manifest = staging.read_snapshot_table_manifest(plan.snapshot_id, database, table)
+        if table_manifest is None:
             raise CorruptStagingError(f"the verification snapshot of {table_name} published no table manifest")
         files: list[str] = []
-        for chunk in SnapshotTableManifest.from_json(*found).chunks:
-            chunk_dir = str(chunk["manifest"]).rsplit("/", 1)[0]
-            manifest = read_manifest_in(staging_uri, chunk_dir)
+        for chunk in table_manifest.chunks:
+            manifest = staging.read_chunk_manifest(chunk)
             if manifest is None:
                 raise CorruptStagingError(f"the verification snapshot of {table_name} lost {chunk['manifest']}")
-            files += [spark_path(staging_uri, f"{chunk_dir}/{f.path}") for f in manifest.files]
+            files += [path for path, _ in staging.spark_files(manifest)]
         paths[table_name] = files
     return paths
 

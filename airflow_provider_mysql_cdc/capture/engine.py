@@ -31,13 +31,6 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
 from airflow_provider_mysql_cdc.capture.compiled_rows import CompiledRowDecoder, compile_row_decoder, row_images
 from airflow_provider_mysql_cdc.capture.handoff import HandoffRules, TableHandoff, load_handoffs
 from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
-from airflow_provider_mysql_cdc.capture.staging_writer import (
-    WindowStagingWriter,
-    manifest_uri,
-    read_manifest,
-    require_writable_staging,
-    verify_manifest_files,
-)
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
@@ -70,6 +63,7 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     require_server_settings,
     selected_tables,
 )
+from airflow_provider_mysql_cdc.staging import Staging, WindowStagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
@@ -519,13 +513,15 @@ def _existing_window(request: CaptureRequest, store: FrontierStore) -> WindowRec
     return same_interval
 
 
-def _plan(request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig) -> WindowRecord:
+def _plan(
+    request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig, staging: Staging
+) -> WindowRecord:
     """Find the run's window (see :func:`_existing_window`), or plan the next one (written once)."""
     existing = _existing_window(request, store)
     if existing is not None:
         return existing
     # Inputs that would make the new window useless are refused before anything is recorded.
-    require_writable_staging(request.staging_uri, f"{request.pipeline}/windows/_tmp")
+    staging.require_writable(staging.window_attempts_dir())
     with connection_to(source) as connection:
         require_named_tables(connection, source, request.tables)
     pipeline = store.get_pipeline(request.pipeline)
@@ -692,31 +688,30 @@ def _stream(
 def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store: FrontierStore) -> CaptureResult:
     """Capture (or re-capture) the request's window and publish it; see the module docstring."""
     require_server_settings(source)
-    window = _plan(request, store, source)
+    staging = Staging(request.staging_uri, request.pipeline)
+    window = _plan(request, store, source, staging)
     bound = _bound(window, source)
     published = None
     if window.is_published:
         try:
-            published = read_manifest(request.staging_uri, request.pipeline, window.window_id)
+            published = staging.read_window_manifest(window.window_id)
         except CorruptStagingError as exc:
             log.warning("published manifest of window %s is unreadable (%s); rewriting it", window.window_id, exc)
-    writer = WindowStagingWriter(
-        request.staging_uri, request.pipeline, window.window_id, row_group_rows=request.row_group_rows
-    )
+    writer = WindowStagingWriter(staging, window.window_id, row_group_rows=request.row_group_rows)
     try:
         state = _read(request, source, store, window, bound, writer)
     except BinlogPurgedError:
         writer.discard()
         if published is not None:
             try:
-                verify_manifest_files(request.staging_uri, published)
+                staging.verify_files(published)
             except CorruptStagingError as exc:
                 raise BinlogPurgedError(
                     f"{exc}. The window's binlog is purged too, so re-running cannot rewrite it: re-snapshot "
                     "the affected tables"
                 ) from None
             log.warning("binlog of window %s is purged; its published staging is reused", window.window_id)
-            return _result(published, request, reused=True)
+            return _result(published, staging, reused=True)
         raise
     except BaseException:
         writer.discard()
@@ -746,13 +741,13 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
             raise WindowIncompleteError(f"window {window.window_id}: re-read reached {upper}, expected {window.upper}")
         if published is not None and published.to_json() == manifest.to_json():
             try:
-                verify_manifest_files(request.staging_uri, published)
+                staging.verify_files(published)
             except CorruptStagingError as exc:
                 log.warning("%s; rewriting the window's files", exc)
             else:
                 writer.discard()
                 log.info("window %s re-captured: identical to its published manifest", window.window_id)
-                return _result(published, request, reused=False)
+                return _result(published, staging, reused=False)
         elif published is not None:
             writer.discard()
             raise CaptureDivergedError(
@@ -760,7 +755,7 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
                 "content than its published manifest; the published window is left untouched"
             )
         writer.publish(manifest)  # the published manifest or one of its files was missing or damaged: rewrite
-        return _result(manifest, request, reused=False)
+        return _result(manifest, staging, reused=False)
     uri = writer.publish(manifest)
     store.publish_window(
         window,
@@ -775,16 +770,16 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
         manifest.op_counts(),
         upper,
     )
-    return _result(manifest, request, reused=False)
+    return _result(manifest, staging, reused=False)
 
 
-def _result(manifest: StagingManifest, request: CaptureRequest, *, reused: bool) -> CaptureResult:
+def _result(manifest: StagingManifest, staging: Staging, *, reused: bool) -> CaptureResult:
     return CaptureResult(
         pipeline=manifest.pipeline,
         window_id=manifest.window_id,
         lower=GtidSet.parse(manifest.lower),
         upper=GtidSet.parse(manifest.upper),
-        manifest_uri=manifest_uri(request.staging_uri, manifest.pipeline, manifest.window_id),
+        manifest_uri=staging.window_manifest_uri(manifest.window_id),
         transactions=manifest.transactions,
         op_counts=manifest.op_counts(),
         table_counts=manifest.table_counts(),

@@ -1,18 +1,8 @@
-"""Staging layout and the window manifest (pure: paths, sequence numbers, JSON).
+"""The staging format (pure): window and snapshot manifests, sequence numbers, deterministic JSON.
 
-Layout under ``{staging_uri}/{pipeline}/``::
-
-    windows/{window_id:08d}/{db}.{table}/v{schema_version}/part-{n:05d}.parquet
-    windows/{window_id:08d}/_manifest.json
-    snapshots/{snapshot_id}/{db}.{table}/chunk-{chunk_no:05d}-{attempt}/{db}.{table}/v{schema_version}/part-00000.parquet
-    snapshots/{snapshot_id}/{db}.{table}/chunk-{chunk_no:05d}-{attempt}/_manifest.json
-    snapshots/{snapshot_id}/{db}.{table}/_manifest.json   (the table's chunks, once all are finished)
-
-A snapshot chunk is published under a directory of its own attempt; the metadata store (and the
-table manifest written once every chunk is finished) names the attempt that counts, so two racing
-attempts at one chunk never mix their files.
-
-A window exists only once its manifest is published; the manifest lists every file with its row
+Where staged files and manifests live, and every read and write of them, belongs to
+:class:`airflow_provider_mysql_cdc.staging.Staging`. A window exists only once its manifest is
+published; the manifest lists every file (its path relative to the manifest's directory) with its row
 count, size and SHA-256, so readers never list directories and never see partial windows.
 """
 
@@ -68,31 +58,6 @@ def _check_seal(data: Mapping[str, Any], recorded: str | None) -> None:
     """ValueError when ``data`` does not match the checksum its manifest recorded (it was edited)."""
     if recorded is not None and recorded != hashlib.sha256(_canonical_json(data).encode("utf-8")).hexdigest():
         raise ValueError(f"its content does not match its {MANIFEST_CHECKSUM_KEY}: it was edited")
-
-
-def window_dir(pipeline: str, window_id: int) -> str:
-    """Directory of one window, relative to the staging root."""
-    return f"{pipeline}/windows/{window_id:08d}"
-
-
-def snapshot_dir(pipeline: str, snapshot_id: str) -> str:
-    """Directory of one snapshot, relative to the staging root."""
-    return f"{pipeline}/snapshots/{snapshot_id}"
-
-
-def snapshot_table_dir(pipeline: str, snapshot_id: str, database: str, table: str) -> str:
-    """Directory of one table's chunks in a snapshot (holds the table manifest)."""
-    return f"{snapshot_dir(pipeline, snapshot_id)}/{database}.{table}"
-
-
-def snapshot_chunk_dir(pipeline: str, snapshot_id: str, database: str, table: str, chunk_no: int, attempt: str) -> str:
-    """Directory of one attempt at one snapshot chunk, relative to the staging root."""
-    return f"{snapshot_table_dir(pipeline, snapshot_id, database, table)}/chunk-{chunk_no:05d}-{attempt}"
-
-
-def data_file_name(database: str, table: str, schema_version: int, part: int) -> str:
-    """A data file's path relative to its window directory."""
-    return f"{database}.{table}/v{schema_version}/part-{part:05d}.parquet"
 
 
 def cdc_seq(window_id: int, position: int) -> int:
@@ -185,14 +150,11 @@ class StagingManifest:
     #: state the window's changes of that table apply to); tables no snapshot governs are absent.
     snapshots: Mapping[str, str] = field(default_factory=dict)
 
-    def relative_dir(self) -> str:
-        """The manifest's directory relative to the staging root."""
-        if self.kind == "window":
-            return window_dir(self.pipeline, self.window_id)
+    def chunk_identity(self) -> tuple[str, str, str, int, str]:
+        """A snapshot chunk manifest's snapshot id, database, table, chunk number and attempt token."""
         if self.snapshot_id is None or self.chunk is None or self.attempt is None:
             raise CorruptStagingError(f"snapshot manifest of pipeline {self.pipeline!r} lacks its chunk identity")
-        return snapshot_chunk_dir(
-            self.pipeline,
+        return (
             self.snapshot_id,
             str(self.chunk["database"]),
             str(self.chunk["table"]),
@@ -249,7 +211,10 @@ class StagingManifest:
             GtidSet.parse(manifest.upper)
             if manifest.kind not in ("window", "snapshot"):
                 raise ValueError(f"unknown manifest kind {manifest.kind!r}")
-            manifest.relative_dir()
+            if manifest.kind == "snapshot":
+                manifest.chunk_identity()
+            elif not isinstance(manifest.window_id, int):
+                raise ValueError(f"window_id {manifest.window_id!r} is not an integer")
             _check_seal(data, recorded)
         except (ValueError, TypeError, KeyError, MySqlCdcError) as exc:
             raise CorruptStagingError(f"manifest {where} is corrupt or was edited ({exc}); {fix}") from None
@@ -260,8 +225,8 @@ class StagingManifest:
 class SnapshotTableManifest:
     """A table's finished snapshot: each chunk's key range, frontier and manifest (what apply loads).
 
-    Published at ``snapshots/{snapshot_id}/{db}.{table}/_manifest.json`` once every chunk is
-    finished; each chunk entry holds ``chunk`` (:meth:`SnapshotChunk.to_json`), ``frontier``,
+    Published in the table's snapshot directory (:meth:`Staging.snapshot_table_manifest_path`) once every
+    chunk is finished; each chunk entry holds ``chunk`` (:meth:`SnapshotChunk.to_json`), ``frontier``,
     ``manifest`` (the chunk manifest's path relative to the staging root) and ``rows``.
     """
 

@@ -13,10 +13,10 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, AssetAlias, Context
 
-from airflow_provider_mysql_cdc.capture.staging_writer import read_text
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
+from airflow_provider_mysql_cdc.staging import Staging
 
 #: The spark-submit application (``spark_apps/apply_changes.py`` runs the same ``main``).
 APPLY_APPLICATION = str(Path(__file__).resolve().parents[1] / "apply" / "spark_job.py")
@@ -62,10 +62,6 @@ def iceberg_table_asset(target: str) -> Asset:
     """
     parts = [part.replace("``", "`") for part in re.findall(r"`((?:[^`]|``)*)`", target)] or target.split(".")
     return Asset(name=".".join(parts), uri="iceberg://" + "/".join(parts))
-
-
-def _report_name(run_id: str, try_number: int) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id) + f"-try{try_number}.json"
 
 
 class SparkApplyOperator(SparkSubmitOperator):
@@ -203,9 +199,9 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
         run_id = str(context["run_id"])
         try_number = int(getattr(context.get("ti"), "try_number", 1) or 1)
-        self.report_uri = (
-            f"{self.staging_uri.rstrip('/')}/{self.pipeline}/apply-reports/{_report_name(run_id, try_number)}"
-        )
+        staging = Staging(self.staging_uri, self.pipeline)
+        report_path = staging.apply_report_path(run_id, try_number)
+        self.report_uri = staging.uri_of(report_path)
         self.application_args = self.application_arguments(self.report_uri)
         if not self.jars and not self.packages:
             self.packages = ICEBERG_PACKAGE
@@ -215,12 +211,12 @@ class SparkApplyOperator(SparkSubmitOperator):
         try:
             super().execute(context)
         except Exception as exc:
-            report = self._read_report()
+            report = self._read_report(staging, report_path)
             if report is None:
                 raise
             self._record(report)
             raise TerminalCdcError(self._failure_text(report)) from exc
-        report = self._read_report()
+        report = self._read_report(staging, report_path)
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
         self._record(report)
@@ -243,9 +239,9 @@ class SparkApplyOperator(SparkSubmitOperator):
                     },
                 )
 
-    def _read_report(self) -> dict[str, Any] | None:
-        directory, name = self.report_uri.rsplit("/", 1)
-        found = read_text(directory, name)
+    @staticmethod
+    def _read_report(staging: Staging, report_path: str) -> dict[str, Any] | None:
+        found = staging.read_text(report_path)
         return None if found is None else dict(json.loads(found[0]))
 
     def _record(self, report: Mapping[str, Any]) -> None:

@@ -28,19 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.fs as pafs
 import pymysql
 
-from airflow_provider_mysql_cdc.capture.staging_writer import (
-    StagingWriter,
-    new_attempt_token,
-    open_staging,
-    read_manifest_in,
-    read_text,
-    require_writable_staging,
-    verify_manifest_files,
-    write_text_atomically,
-)
 from airflow_provider_mysql_cdc.core.chunks import (
     Key,
     SnapshotChunk,
@@ -52,14 +41,11 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.staging import (
-    MANIFEST_NAME,
     CorruptStagingError,
     SchemaVersionInfo,
     SnapshotTableManifest,
     StagingManifest,
     cdc_seq,
-    snapshot_chunk_dir,
-    snapshot_table_dir,
 )
 from airflow_provider_mysql_cdc.core.types import (
     DECIMAL128_MAX_PRECISION,
@@ -90,6 +76,7 @@ from airflow_provider_mysql_cdc.snapshot.row_reading import (
     column_specs_from_information_schema,
     select_expressions,
 )
+from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, StagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import (
     FrontierConflictError,
     FrontierStore,
@@ -324,7 +311,8 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
         _session(connection, source)
         snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
         if snapshot is None:  # refused before anything is recorded
-            require_writable_staging(request.staging_uri, f"{request.pipeline}/snapshots/_tmp")
+            staging = Staging(request.staging_uri, request.pipeline)
+            staging.require_writable(staging.snapshot_attempts_dir())
             require_named_tables(connection, source, request.tables)
         if store.get_pipeline(request.pipeline) is None:
             initial = read_gtid_executed(connection, source)
@@ -532,21 +520,21 @@ def _record_for(
     return snapshot, record
 
 
-def _finished_result(staging_uri: str, record: SnapshotChunkRecord) -> ChunkResult:
+def _finished_result(staging: Staging, record: SnapshotChunkRecord) -> ChunkResult:
     assert record.frontier is not None and record.manifest_uri is not None
-    prefix, suffix = staging_uri.rstrip("/") + "/", "/" + MANIFEST_NAME
-    if not (record.manifest_uri.startswith(prefix) and record.manifest_uri.endswith(suffix)):
+    unit_dir = staging.manifest_dir_of(record.manifest_uri)
+    if unit_dir is None:
         raise ConfigurationError(
             f"chunk {record.chunk_no} of {record.table_name} (snapshot {record.snapshot_id}) was staged at "
-            f"{record.manifest_uri}, outside staging_uri {staging_uri!r}; use the staging_uri it was planned with"
+            f"{record.manifest_uri}, outside staging_uri {staging.uri!r}; use the staging_uri it was planned with"
         )
-    manifest = read_manifest_in(staging_uri, record.manifest_uri[len(prefix) : -len(suffix)])
+    manifest = staging.read_manifest_in(unit_dir)
     if manifest is None:
         raise CorruptStagingError(
             f"chunk {record.chunk_no} of {record.table_name} (snapshot {record.snapshot_id}) is finished but "
             f"its manifest {record.manifest_uri} is gone; re-snapshot the table"
         )
-    verify_manifest_files(staging_uri, manifest)
+    staging.verify_files(manifest)
     return ChunkResult(
         record.pipeline,
         record.snapshot_id,
@@ -569,19 +557,19 @@ def snapshot_chunk(
 ) -> ChunkResult:
     """Read, stage and finish one planned chunk (a finished chunk is verified and returned as is)."""
     snapshot, record = _record_for(store, request.pipeline, snapshot_id, chunk)
+    staging = Staging(request.staging_uri, request.pipeline)
     if record.is_finished:
         log.info("chunk %s of %s is already finished; nothing to redo", chunk.chunk_no, record.table_name)
-        result = _finished_result(request.staging_uri, record)
-        write_table_manifest_when_complete(request.staging_uri, store, snapshot, record.table_name)
+        result = _finished_result(staging, record)
+        write_table_manifest_when_complete(staging, store, snapshot, record.table_name)
         return result
-    attempt = new_attempt_token()
-    writer = StagingWriter(
-        request.staging_uri,
-        snapshot_chunk_dir(request.pipeline, snapshot_id, chunk.database, chunk.table, chunk.chunk_no, attempt),
-        f"{request.pipeline}/snapshots/_tmp",
-        f"{snapshot_id}.{chunk.database}.{chunk.table}.{chunk.chunk_no:05d}-",
+    writer = SnapshotChunkWriter(
+        staging,
+        snapshot_id,
+        chunk.database,
+        chunk.table,
+        chunk.chunk_no,
         label=f"chunk {chunk.chunk_no} of {record.table_name} (snapshot {snapshot_id})",
-        attempt=attempt,
     )
     try:
         with connection_to(source) as lock_connection:
@@ -627,22 +615,22 @@ def snapshot_chunk(
         kind="snapshot",
         snapshot_id=snapshot_id,
         chunk=chunk.to_json(),
-        attempt=attempt,
+        attempt=writer.attempt,
         handoff_window=snapshot.handoff_window,
     )
     uri = writer.publish(manifest)
     try:
         store.finish_snapshot_chunk(record, point.frontier, uri, rows)
     except FrontierConflictError:
-        _delete_published(request.staging_uri, manifest.relative_dir())
+        staging.delete_published(manifest)
         winner = store.get_snapshot_chunk(request.pipeline, snapshot_id, record.table_name, chunk.chunk_no)
         assert winner is not None
         log.warning(
             "chunk %s of %s was finished by another attempt; keeping that one", chunk.chunk_no, winner.table_name
         )
-        return _finished_result(request.staging_uri, winner)
+        return _finished_result(staging, winner)
     log.info("chunk %s of %s finished: %s rows", chunk.chunk_no, record.table_name, rows)
-    write_table_manifest_when_complete(request.staging_uri, store, snapshot, record.table_name)
+    write_table_manifest_when_complete(staging, store, snapshot, record.table_name)
     return ChunkResult(
         request.pipeline,
         snapshot_id,
@@ -654,14 +642,6 @@ def snapshot_chunk(
         point.lock_ms,
         False,
     )
-
-
-def _delete_published(staging_uri: str, relative_dir: str) -> None:
-    filesystem, root = open_staging(staging_uri)
-    try:
-        filesystem.delete_dir(f"{root}/{relative_dir}")
-    except OSError as exc:
-        log.warning("could not delete %s/%s: %s", root, relative_dir, exc)
 
 
 def _stream_rows(
@@ -708,14 +688,16 @@ def _stream_rows(
 
 
 def write_table_manifest_when_complete(
-    staging_uri: str, store: FrontierStore, snapshot: SnapshotRecord, table_name: str
+    staging: Staging, store: FrontierStore, snapshot: SnapshotRecord, table_name: str
 ) -> str | None:
-    """Once every chunk of the table is finished, publish the table manifest (idempotent); returns its URI."""
+    """Once every chunk of the table is finished, publish the table manifest (idempotent); returns its URI.
+
+    Chunk directories no finished record points at (a crash between publish and finish, a lost race)
+    are deleted then: nothing can refer to them any more."""
     records = [r for r in store.snapshot_chunks(snapshot.pipeline, table_name) if r.snapshot_id == snapshot.snapshot_id]
     if not records or not all(r.is_finished for r in records):
         return None
     database, table = _split_name(table_name)
-    prefix = staging_uri.rstrip("/") + "/"
     manifest = SnapshotTableManifest(
         pipeline=snapshot.pipeline,
         snapshot_id=snapshot.snapshot_id,
@@ -726,29 +708,14 @@ def write_table_manifest_when_complete(
             {
                 "chunk": json.loads(r.chunk),
                 "frontier": str(r.frontier),
-                "manifest": (r.manifest_uri or "").removeprefix(prefix),
+                "manifest": staging.relative_path(r.manifest_uri or ""),
                 "rows": r.rows,
             }
             for r in records
         ),
     )
-    table_dir = snapshot_table_dir(snapshot.pipeline, snapshot.snapshot_id, database, table)
-    relative = f"{table_dir}/{MANIFEST_NAME}"
-    existing = read_text(staging_uri, relative)
-    text = manifest.to_json()
-    if existing is None or existing[0] != text:
-        write_text_atomically(staging_uri, relative, text)
-    _delete_unreferenced_attempts(staging_uri, table_dir, {chunk["manifest"] for chunk in manifest.chunks})
-    return prefix + relative
-
-
-def _delete_unreferenced_attempts(staging_uri: str, table_dir: str, referenced_manifests: set[str]) -> None:
-    """Chunk directories no finished record points at (a crash between publish and finish, a lost
-    race) are deleted once the table is complete: nothing can refer to them any more."""
-    filesystem, root = open_staging(staging_uri)
-    keep = {manifest.rsplit("/", 1)[0] for manifest in referenced_manifests}
-    for info in filesystem.get_file_info(pafs.FileSelector(f"{root}/{table_dir}", allow_not_found=True)):
-        relative = info.path[len(root) + 1 :]
-        if info.type == pafs.FileType.Directory and info.base_name.startswith("chunk-") and relative not in keep:
-            log.info("deleting %s: no finished chunk refers to it", info.path)
-            filesystem.delete_dir(info.path)
+    uri = staging.publish_snapshot_table_manifest(manifest)
+    staging.delete_unreferenced_chunk_attempts(
+        snapshot.snapshot_id, database, table, {str(chunk["manifest"]) for chunk in manifest.chunks}
+    )
+    return uri

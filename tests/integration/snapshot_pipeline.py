@@ -10,7 +10,6 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, CaptureResult, capture_window
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.snapshot.engine import (
@@ -20,6 +19,7 @@ from airflow_provider_mysql_cdc.snapshot.engine import (
     plan_snapshot,
     snapshot_chunk,
 )
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.mysql_servers import MySqlTestServer
 
@@ -87,7 +87,7 @@ class SnapshotPipeline:
         return rows
 
     def window_rows(self, window_id: int, table_name: str) -> list[Row]:
-        manifest = read_manifest(str(self.staging), self.name, window_id)
+        manifest = Staging(str(self.staging), self.name).read_window_manifest(window_id)
         assert manifest is not None, f"window {window_id} has no manifest"
         rows: list[Row] = []
         for staged in manifest.files:

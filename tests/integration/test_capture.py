@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import read_gtid_executed
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.mysql_servers import MySqlTestServer
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.mysql
 
 
 def staged_rows(staging: Path, pipeline: str, window_id: int) -> list[dict[str, Any]]:
-    manifest = read_manifest(str(staging), pipeline, window_id)
+    manifest = Staging(str(staging), pipeline).read_window_manifest(window_id)
     assert manifest is not None
     rows: list[dict[str, Any]] = []
     for staged in manifest.files:
@@ -76,7 +76,7 @@ def test_catch_up_windows_stage_every_change_in_order(mysql_server: MySqlTestSer
     seqs = [r["_cdc_seq"] for r in rows]
     assert seqs == sorted(set(seqs))
     assert all(r["_cdc_gtid"] in second.upper - second.lower for r in rows)
-    manifest = read_manifest(str(staging), "cap", second.window_id)
+    manifest = Staging(str(staging), "cap").read_window_manifest(second.window_id)
     assert manifest is not None
     (truncate,) = manifest.truncates
     assert (truncate.database, truncate.table) == ("cap", "t")

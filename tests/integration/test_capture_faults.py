@@ -23,13 +23,13 @@ import pytest
 
 from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogConnectionLostError, BinlogPurgedError
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest, verify_manifest_files
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.errors import PreflightFailedError, TerminalCdcError, TransientCdcError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowStatus
 from tests.conftest import INSTANCE_PREFIX, REPO_ROOT
 from tests.mysql_servers import MySqlTestServer, running_local
@@ -90,7 +90,7 @@ def attempts(staging: Path, pipeline: str, window_id: int) -> list[Path]:
 
 def staged_table(staging: Path, pipeline: str, window_id: int) -> Any:
     """Every staged row of a published window, in ``_cdc_seq`` order (a pyarrow Table)."""
-    manifest = read_manifest(str(staging), pipeline, window_id)
+    manifest = Staging(str(staging), pipeline).read_window_manifest(window_id)
     assert manifest is not None
     base = window_path(staging, pipeline, window_id)
     return pa.concat_tables([pq.read_table(base / staged.path) for staged in manifest.files]).sort_by("_cdc_seq")
@@ -161,7 +161,7 @@ def test_purged_binlog_reuses_published_windows_and_refuses_new_ones(
     assert failed is not None
     assert (failed.window_id, failed.lower, failed.upper) == (3, second.upper, None)
     assert failed.status == WindowStatus.PLANNED
-    assert read_manifest(str(staging), "purge", 3) is None
+    assert Staging(str(staging), "purge").read_window_manifest(3) is None
     assert not window_path(staging, "purge", 3).exists()
     assert attempts(staging, "purge", 3) == []
     pipeline = store.get_pipeline("purge")
@@ -169,9 +169,9 @@ def test_purged_binlog_reuses_published_windows_and_refuses_new_ones(
     # Nothing published was touched.
     for window_id, files in published.items():
         assert tree(window_path(staging, "purge", window_id)) == files
-        manifest = read_manifest(str(staging), "purge", window_id)
+        manifest = Staging(str(staging), "purge").read_window_manifest(window_id)
         assert manifest is not None
-        verify_manifest_files(str(staging), manifest)
+        Staging(str(staging), "purge").verify_files(manifest)
 
 
 # -- 2. corrupt or partial staging left by an earlier crash --------------------------------------
@@ -219,9 +219,9 @@ def test_abandoned_attempt_files_are_deleted_and_never_published(
 
     assert not debris.exists()
     assert attempts(staging, "stage-a", 1) == []
-    manifest = read_manifest(str(staging), "stage-a", 1)
+    manifest = Staging(str(staging), "stage-a").read_window_manifest(1)
     assert manifest is not None
-    verify_manifest_files(str(staging), manifest)
+    Staging(str(staging), "stage-a").verify_files(manifest)
     assert set(tree(window_path(staging, "stage-a", 1))) == {"_manifest.json", *(f.path for f in manifest.files)}
     rows = staged_table(staging, "stage-a", 1).to_pylist()
     assert [(row["_cdc_op"], row["id"]) for row in rows] == EXPECTED_STAGE_OPS
@@ -241,7 +241,7 @@ def test_truncated_manifest_is_reported_and_rewritten_byte_identical(
 
     # (d) Readers get a clear error naming the file and the fix.
     with pytest.raises(CorruptStagingError) as raised:
-        read_manifest(str(staging), "stage-b", 1)
+        Staging(str(staging), "stage-b").read_window_manifest(1)
     message = str(raised.value)
     assert str(manifest_path) in message
     assert "is corrupt or was edited" in message
@@ -263,7 +263,7 @@ def test_damaged_data_file_is_detected_and_rewritten(
     store = store_in(tmp_path)
     pipeline = f"stage-c-{damage}"
     first = capture_window(stage_request(pipeline, staging, staging_source, 5203), mysql_server.cdc, store)
-    manifest = read_manifest(str(staging), pipeline, 1)
+    manifest = Staging(str(staging), pipeline).read_window_manifest(1)
     assert manifest is not None
     (staged,) = manifest.files
     data_path = window_path(staging, pipeline, 1) / staged.path
@@ -277,11 +277,11 @@ def test_damaged_data_file_is_detected_and_rewritten(
     else:
         data_path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CorruptStagingError, match=re.escape(f"staged file {data_path} of window 1")):
-        verify_manifest_files(str(staging), manifest)
+        Staging(str(staging), pipeline).verify_files(manifest)
 
     again = capture_window(stage_request(pipeline, staging, staging_source, 5203), mysql_server.cdc, store)
 
-    verify_manifest_files(str(staging), manifest)
+    Staging(str(staging), pipeline).verify_files(manifest)
     assert tree(window_path(staging, pipeline, 1)) == original
     assert staged_table(staging, pipeline, 1).equals(rows)
     assert [(row["_cdc_op"], row["id"]) for row in rows.to_pylist()] == EXPECTED_STAGE_OPS
@@ -403,7 +403,7 @@ def test_connection_lost_mid_window_is_transient_and_the_rerun_is_complete(
     # The failed attempt published nothing and left no temporary files.
     window = store.window_for_run("big-lost", "run-1")
     assert window is not None and window.status == WindowStatus.PLANNED
-    assert read_manifest(str(staging), "big-lost", 1) is None
+    assert Staging(str(staging), "big-lost").read_window_manifest(1) is None
     assert not window_path(staging, "big-lost", 1).exists()
     assert attempts(staging, "big-lost", 1) == []
 
@@ -483,15 +483,15 @@ def test_sigkilled_capture_is_completed_by_the_next_attempt(
     # The crash left a planned window and debris, nothing published.
     window = store.window_for_run("big-killed", "run-1")
     assert window is not None and window.status == WindowStatus.PLANNED
-    assert read_manifest(str(staging), "big-killed", 1) is None
+    assert Staging(str(staging), "big-killed").read_window_manifest(1) is None
     assert len(attempts(staging, "big-killed", 1)) == 1
 
     again = capture_window(capture, mysql_server.cdc, store)
     assert (again.window_id, again.lower, again.upper) == (1, big_window.lower, big_window.upper)
     assert attempts(staging, "big-killed", 1) == []
-    manifest = read_manifest(str(staging), "big-killed", 1)
+    manifest = Staging(str(staging), "big-killed").read_window_manifest(1)
     assert manifest is not None
-    verify_manifest_files(str(staging), manifest)
+    Staging(str(staging), "big-killed").verify_files(manifest)
     assert staged_table(staging, "big-killed", 1).equals(big_window.rows)
 
 

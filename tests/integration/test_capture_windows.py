@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, CaptureResult, capture_window
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.staging import StagingManifest
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps, WindowNotClosedError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.mysql_servers import MySqlTestServer
 
@@ -55,7 +55,7 @@ class Pipeline:
         )
 
     def manifest(self, window_id: int) -> StagingManifest:
-        manifest = read_manifest(str(self.staging), self.name, window_id)
+        manifest = Staging(str(self.staging), self.name).read_window_manifest(window_id)
         assert manifest is not None, f"window {window_id} has no manifest"
         return manifest
 

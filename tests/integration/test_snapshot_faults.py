@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogPurgedError
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.staging import Staging
 from tests.conftest import INSTANCE_PREFIX, REPO_ROOT
 from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state
 from tests.mysql_servers import MySqlTestServer, running_local
@@ -167,7 +167,7 @@ def test_purged_binlogs_are_recovered_by_re_snapshotting_every_selected_table(
     second = pipeline.capture("run-2")
     assert second.window_id == 2 and second.lower == first.upper
     assert missing <= second.upper
-    manifest = read_manifest(str(pipeline.staging), "purged", 2)
+    manifest = Staging(str(pipeline.staging), "purged").read_window_manifest(2)
     assert manifest is not None and GtidSet.parse(manifest.covered_by_snapshots) == missing
     server.execute("DELETE FROM snap_purge.a WHERE id = 500", "UPDATE snap_purge.b SET name = 'a00' WHERE name = 'zz'")
     third = pipeline.capture("run-3")

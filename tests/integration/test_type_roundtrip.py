@@ -29,11 +29,11 @@ from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent
 
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.mysql_servers import MySqlTestServer
 
@@ -557,7 +557,7 @@ def captured_rows(
         server.cdc,
         FrontierStore.from_url(f"sqlite:///{tmp_path / 'meta.db'}"),
     )
-    manifest = read_manifest(str(staging), result.pipeline, result.window_id)
+    manifest = Staging(str(staging), result.pipeline).read_window_manifest(result.window_id)
     assert manifest is not None
     window = staging / result.pipeline / "windows" / f"{result.window_id:08d}"
     captured: list[dict[str, Any]] = []

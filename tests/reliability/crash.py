@@ -51,12 +51,12 @@ import pyarrow.parquet as pq
 
 from airflow_provider_mysql_cdc.apply.verify import compare_with_mysql
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest, read_manifest_in, verify_manifest_files
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.staging import StagingManifest
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, plan_snapshot, snapshot_chunk
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowStatus
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.mysql_servers import MySqlTestServer
@@ -403,9 +403,9 @@ class _CaptureBench(_Bench):
         if kill.returncode != 0:
             raise RuntimeError(f"the reference capture failed (exit {kill.returncode}):\n{kill.tail()}")
         self.reference_seconds = kill.ran
-        manifest = read_manifest(str(directory / "staging"), "ref", 1)
+        manifest = Staging(str(directory / "staging"), "ref").read_window_manifest(1)
         assert manifest is not None, "the reference capture published no window"
-        verify_manifest_files(str(directory / "staging"), manifest)
+        Staging(str(directory / "staging"), "ref").verify_files(manifest)
         self.upper = GtidSet.parse(manifest.upper)
         self.manifest = manifest
         window = directory / "staging" / "ref" / "windows" / "00000001"
@@ -491,11 +491,11 @@ class _CaptureBench(_Bench):
         record = store.get_pipeline(pipeline)
         if record is None or record.capture_frontier != self.upper:
             problems.append(f"capture frontier {record and record.capture_frontier} is not the window's upper bound")
-        manifest = read_manifest(str(staging), pipeline, 1)
+        manifest = Staging(str(staging), pipeline).read_window_manifest(1)
         if manifest is None:
             problems.append("no published manifest after the re-run")
             return outcome
-        verify_manifest_files(str(staging), manifest)
+        Staging(str(staging), pipeline).verify_files(manifest)
         window = windows / "00000001"
         # Only the pipeline name may differ (and the manifest's checksum, which covers it).
         problems += _manifest_problems(window, replace(self.manifest, pipeline=pipeline))
@@ -566,7 +566,7 @@ class _SnapshotBench(_Bench):
         self.reference_seconds = kill.ran
         store = self._store(directory)
         (record,) = store.snapshot_chunks("ref")
-        manifest, chunk_dir = self._chunk_manifest(directory, record.manifest_uri)
+        manifest, chunk_dir = self._chunk_manifest(directory, "ref", record.manifest_uri)
         self.manifest = manifest
         self.digests = _digests(chunk_dir, skip=["_manifest.json"])
         self.rows = _rows(chunk_dir, manifest)
@@ -620,11 +620,11 @@ class _SnapshotBench(_Bench):
         return run_child(argv, _child_env(self.server), directory / "chunk.log", kill_at)
 
     @staticmethod
-    def _chunk_manifest(directory: Path, manifest_uri: str | None) -> tuple[StagingManifest, Path]:
+    def _chunk_manifest(directory: Path, pipeline: str, manifest_uri: str | None) -> tuple[StagingManifest, Path]:
         assert manifest_uri is not None
         staging = str(directory / "staging")
         relative = manifest_uri.removeprefix(staging + "/").rsplit("/", 1)[0]
-        manifest = read_manifest_in(staging, relative)
+        manifest = Staging(staging, pipeline).read_manifest_in(relative)
         assert manifest is not None, f"no chunk manifest at {manifest_uri}"
         return manifest, directory / "staging" / relative
 
@@ -668,8 +668,8 @@ class _SnapshotBench(_Bench):
         problems: list[str] = []
         staging = directory / "staging"
         snapshots = staging / pipeline / "snapshots"
-        manifest, chunk_dir = self._chunk_manifest(directory, uri)
-        verify_manifest_files(str(staging), manifest)
+        manifest, chunk_dir = self._chunk_manifest(directory, pipeline, uri)
+        Staging(str(staging), pipeline).verify_files(manifest)
         # Fields that legitimately differ: the pipeline, the attempt token (its directory) and the
         # frontier (``@@gtid_executed`` when the chunk's lock was taken; checked above).
         expected = replace(self.manifest, pipeline=pipeline, attempt=manifest.attempt, upper=manifest.upper)

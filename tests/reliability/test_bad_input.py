@@ -34,7 +34,6 @@ import pytest
 from airflow_provider_mysql_cdc.apply.plan import UnsupportedSchemaChangeError
 from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, WarehouseUnreachableError, run_apply
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, CaptureResult, capture_window
-from airflow_provider_mysql_cdc.capture.staging_writer import StagingWriteError, read_manifest
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
@@ -51,6 +50,7 @@ from airflow_provider_mysql_cdc.snapshot.engine import (
     TableWithoutKeyError,
     plan_snapshot,
 )
+from airflow_provider_mysql_cdc.staging import Staging, StagingWriteError
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, FrontierStoreError
 from tests.conftest import INSTANCE_PREFIX
 from tests.integration.snapshot_pipeline import SnapshotPipeline
@@ -400,7 +400,7 @@ class StoreCase:
 
 
 def _window_1_manifest(pipeline: Pipeline) -> Any:
-    manifest = read_manifest(str(pipeline.staging), pipeline.name, 1)
+    manifest = Staging(str(pipeline.staging), pipeline.name).read_window_manifest(1)
     assert manifest is not None
     return manifest
 
@@ -501,7 +501,7 @@ def test_edited_manifest_is_refused_and_rewritten(mysql_server: MySqlTestServer,
     data[field] = data["lower"] if field == "upper" else data[field] + 1
     path.write_text(json.dumps(data, sort_keys=True, indent=2) + "\n")
     with pytest.raises(CorruptStagingError) as raised:
-        read_manifest(str(pipeline.staging), pipeline.name, 1)
+        Staging(str(pipeline.staging), pipeline.name).read_window_manifest(1)
     assert type(raised.value) is CorruptStagingError
     message = str(raised.value)
     assert f"manifest {path} is corrupt or was edited" in message

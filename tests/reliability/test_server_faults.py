@@ -24,11 +24,11 @@ import pytest
 
 from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogConnectionLostError, BinlogPurgedError
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.errors import MySqlQueryError, TransientCdcError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowStatus
 from tests.conftest import INSTANCE_PREFIX
 from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state
@@ -189,7 +189,7 @@ class MidStream:
 def assert_nothing_published(pipeline: SnapshotPipeline, window_id: int) -> None:
     window = pipeline.store.window_for_run(pipeline.name, "run-1")
     assert window is not None and window.window_id == window_id and window.status == WindowStatus.PLANNED
-    assert read_manifest(str(pipeline.staging), pipeline.name, window_id) is None
+    assert Staging(str(pipeline.staging), pipeline.name).read_window_manifest(window_id) is None
     assert not window_path(pipeline.staging, pipeline.name, window_id).exists()
     assert attempts(pipeline.staging, pipeline.name, window_id) == []
 
@@ -267,7 +267,7 @@ def test_mysqld_shutdown_mid_capture_ends_in_the_exact_window(
 
     def shut_down(_thread: int) -> None:
         assert server.local is not None
-        published_at_fault.append(read_manifest(str(pipeline.staging), pipeline.name, 1) is not None)
+        published_at_fault.append(Staging(str(pipeline.staging), pipeline.name).read_window_manifest(1) is not None)
         assert server.local.stop() is True  # SIGTERM by PID: a normal shutdown, the data dir is kept
 
     lost: BaseException | None = None
@@ -507,7 +507,7 @@ def test_purged_binlog_fails_sensor_and_capture_and_the_documented_resnapshot_re
     captured = _xcom(recovery, "capture")
     assert (captured["window_id"], captured["lower"]) == (2, str(frontier))
     assert lost <= GtidSet.parse(captured["upper"])
-    manifest = read_manifest(conf["staging_uri"], "srvpurge", 2)
+    manifest = Staging(conf["staging_uri"], "srvpurge").read_window_manifest(2)
     assert manifest is not None and GtidSet.parse(manifest.covered_by_snapshots) == lost
     assert {name: table["status"] for name, table in _xcom(recovery, "apply")["tables"].items()} == {
         name: "applied" for name in PURGE_TABLES

@@ -10,9 +10,9 @@ from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.operators.apply import (
     ICEBERG_EXTENSIONS,
     SparkApplyOperator,
-    _report_name,
     apply_spark_conf,
 )
+from airflow_provider_mysql_cdc.staging import Staging
 
 
 def test_hadoop_catalog_on_a_warehouse() -> None:
@@ -61,7 +61,9 @@ def test_the_job_arguments_round_trip_through_its_parser() -> None:
 
 
 def test_report_names_are_safe_file_names() -> None:
-    assert _report_name("scheduled__2026-01-01T00:00:00+00:00", 2) == "scheduled__2026-01-01T00_00_00_00_00-try2.json"
+    staging = Staging("s3://bucket/staging", "shop")
+    path = staging.apply_report_path("scheduled__2026-01-01T00:00:00+00:00", 2)
+    assert path == "shop/apply-reports/scheduled__2026-01-01T00_00_00_00_00-try2.json"
 
 
 def test_target_tables_are_assets_named_after_the_iceberg_table() -> None:

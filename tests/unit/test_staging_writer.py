@@ -8,16 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_mysql_cdc.capture.staging_writer import (
-    StagingWriter,
-    WindowStagingWriter,
-    new_attempt_token,
-    read_manifest,
-    read_manifest_in,
-    verify_manifest_files,
-)
-from airflow_provider_mysql_cdc.core.staging import CorruptStagingError, StagingManifest, cdc_seq, snapshot_chunk_dir
+from airflow_provider_mysql_cdc.core.staging import CorruptStagingError, StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
+from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, WindowStagingWriter, new_attempt_token
 
 SCHEMA = arrow_schema([ColumnSpec("id", "int", primary_key=True)])
 
@@ -38,7 +31,8 @@ def _manifest(writer: WindowStagingWriter) -> StagingManifest:
 
 
 def test_rows_in_memory_stay_under_the_budget_across_tables(tmp_path: Path) -> None:
-    writer = WindowStagingWriter(str(tmp_path), "p", 3, row_group_rows=10)
+    staging = Staging(str(tmp_path), "p")
+    writer = WindowStagingWriter(staging, 3, row_group_rows=10)
     peak = 0
     for position in range(95):
         table = f"t{position % 3}"
@@ -47,9 +41,9 @@ def test_rows_in_memory_stay_under_the_budget_across_tables(tmp_path: Path) -> N
     assert peak <= 10
     uri = writer.publish(_manifest(writer))
     assert uri.endswith("p/windows/00000003/_manifest.json")
-    manifest = read_manifest(str(tmp_path), "p", 3)
+    manifest = staging.read_window_manifest(3)
     assert manifest is not None
-    verify_manifest_files(str(tmp_path), manifest)
+    staging.verify_files(manifest)
     ids: list[int] = []
     for staged in manifest.files:
         parquet = pq.ParquetFile(tmp_path / "p" / "windows" / "00000003" / staged.path)
@@ -61,23 +55,25 @@ def test_rows_in_memory_stay_under_the_budget_across_tables(tmp_path: Path) -> N
 
 
 def test_nothing_is_visible_before_publish_and_discard_leaves_no_trace(tmp_path: Path) -> None:
-    writer = WindowStagingWriter(str(tmp_path), "p", 1)
+    staging = Staging(str(tmp_path), "p")
+    writer = WindowStagingWriter(staging, 1)
     writer.add("db", "t", 1, SCHEMA, (1, None, "c", "u:1", cdc_seq(1, 0), None), "c", 0)
     files = writer.finish()
-    assert read_manifest(str(tmp_path), "p", 1) is None
+    assert staging.read_window_manifest(1) is None
     assert not (tmp_path / "p" / "windows" / "00000001").exists()
     assert files[0].rows == 1
     writer.discard()
     assert not list((tmp_path / "p" / "windows" / "_tmp").iterdir())
-    assert read_manifest(str(tmp_path), "p", 1) is None
+    assert staging.read_window_manifest(1) is None
 
 
 def test_a_new_attempt_deletes_the_debris_of_a_crashed_one(tmp_path: Path) -> None:
-    crashed = WindowStagingWriter(str(tmp_path), "p", 2)
+    staging = Staging(str(tmp_path), "p")
+    crashed = WindowStagingWriter(staging, 2)
     crashed.add("db", "t", 1, SCHEMA, (1, None, "c", "u:1", cdc_seq(2, 0), None), "c", 0)
     crashed.finish()  # the process "dies" here: no publish, no discard
-    other_window = WindowStagingWriter(str(tmp_path), "p", 20)
-    WindowStagingWriter(str(tmp_path), "p", 2)
+    other_window = WindowStagingWriter(staging, 20)
+    WindowStagingWriter(Staging(str(tmp_path), "p"), 2)
     names = sorted(path.name for path in (tmp_path / "p" / "windows" / "_tmp").iterdir())
     assert len(names) == 2
     assert names[0].startswith("00000002-") and names[0] != Path(crashed.tmp_dir).name
@@ -86,10 +82,10 @@ def test_a_new_attempt_deletes_the_debris_of_a_crashed_one(tmp_path: Path) -> No
 
 def test_a_snapshot_chunk_publishes_batches_under_its_attempt_directory(tmp_path: Path) -> None:
     attempt = new_attempt_token()
-    final = snapshot_chunk_dir("p", "000001", "db", "t", 2, attempt)
-    writer = StagingWriter(
-        str(tmp_path), final, "p/snapshots/_tmp", "000001.db.t.00002-", label="chunk", attempt=attempt
-    )
+    staging = Staging(str(tmp_path), "p")
+    final = staging.chunk_dir("000001", "db", "t", 2, attempt)
+    writer = SnapshotChunkWriter(staging, "000001", "db", "t", 2, label="chunk", attempt=attempt)
+    assert writer.tmp_dir == f"{tmp_path}/p/snapshots/_tmp/000001.db.t.00002-{attempt}"
     ids = pa.array(range(5), pa.int32())
     batch = pa.RecordBatch.from_arrays(
         [
@@ -127,9 +123,9 @@ def test_a_snapshot_chunk_publishes_batches_under_its_attempt_directory(tmp_path
     )
     uri = writer.publish(manifest)
     assert uri == f"{tmp_path}/p/snapshots/000001/db.t/chunk-00002-{attempt}/_manifest.json"
-    published = read_manifest_in(str(tmp_path), final)
+    published = staging.read_manifest_in(final)
     assert published == StagingManifest.from_json(manifest.to_json(), "here")
-    verify_manifest_files(str(tmp_path), manifest)
+    staging.verify_files(manifest)
     assert pq.read_table(tmp_path / final / files[0].path).column("id").to_pylist() == list(range(5)) * 3
     # Batches are grouped into row groups of at least row_group_rows rows, whatever their size.
     metadata = pq.ParquetFile(tmp_path / final / files[0].path).metadata
