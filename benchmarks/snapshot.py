@@ -91,7 +91,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
 )
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
-from airflow_provider_mysql_cdc.snapshot.engine import DEFAULT_CHUNK_ROWS, DEFAULT_FETCH_ROWS  # noqa: E402
+from airflow_provider_mysql_cdc.snapshot.defaults import DEFAULT_CHUNK_ROWS, DEFAULT_FETCH_ROWS  # noqa: E402
 from testbed.mysql import charsets_dir, tool_argv, tool_env  # noqa: E402
 
 DATABASE = "bench"

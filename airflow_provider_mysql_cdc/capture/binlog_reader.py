@@ -19,12 +19,12 @@ that library (1.0.x):
   transaction's rows would look like the previous transaction's. :func:`decode_gtid_event` decodes
   both event types from the raw event body. For type 33 the library's own ``GtidEvent`` is left in
   place and its packet is read again; for type 42 :class:`_TaggedGtidEvent` is registered in the
-  library's private event map (:func:`_install_library_hooks`; type 42 was unknown to the library,
+  library's private event map (:func:`install_library_fixes`; type 42 was unknown to the library,
   so no other stream's behaviour changes).
 * **The dump request.** The library encodes the auto-position set with its own ``GtidSet``, which
   rejects tags, and treats an empty set as "no auto-position" (it would then start at the end of
   the binlog). :func:`encode_gtid_set` writes MySQL's binary GTID-set encoding, tagged format
-  included; :func:`_install_library_hooks` replaces the name ``GtidSet`` inside
+  included; :func:`install_library_fixes` replaces the name ``GtidSet`` inside
   ``pymysqlreplication.binlogstream`` (used there only to encode the dump request) with a function
   that returns our encoding for a :class:`_DumpGtidSet` and the library's own class otherwise.
 * **Reconnects.** After a lost connection the library silently reconnects with the original
@@ -33,6 +33,11 @@ that library (1.0.x):
 * **Table filtering.** The library's ``only_tables``/``only_schemas`` match names, not
   ``(database, table)`` predicates. Row values are decoded lazily (``RowsEvent.rows``), so a row
   event of an unselected table costs its table-map and row-header parse and is never yielded.
+
+Every change to the library (the two hooks above and the table-map parsing repairs of
+:mod:`~airflow_provider_mysql_cdc.decoding.library_fixes`) is made by :func:`install_library_fixes`,
+which :meth:`BinlogReader.open` calls; nothing is patched at import time. Code that reads table maps
+with the library directly (tests, benchmarks) calls it first.
 
 Byte formats (MySQL source, ``mysql/mysql-server``):
 
@@ -84,6 +89,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import MAX_TRANSACTION_NUMBER, Gtid, GtidSet, Interval, SourceKey
 from airflow_provider_mysql_cdc.core.preflight import ServerVersion
+from airflow_provider_mysql_cdc.decoding.library_fixes import install_table_map_fixes
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
 from airflow_provider_mysql_cdc.mysql.client import connect, query, query_value
 
@@ -105,6 +111,7 @@ __all__ = [
     "decode_gtid_event",
     "encode_gtid_set",
     "encode_varlen_uint",
+    "install_library_fixes",
     "read_varlen_int",
     "read_varlen_uint",
 ]
@@ -375,6 +382,17 @@ def _install_library_hooks() -> None:
     _hooks_installed = True
 
 
+def install_library_fixes() -> None:
+    """Make every change this project needs in python-mysql-replication (idempotent): the table-map
+    parsing repairs (:func:`~airflow_provider_mysql_cdc.decoding.library_fixes.install_table_map_fixes`),
+    the tagged GTID event's class and the dump request's GTID-set encoding (see the module docstring).
+
+    :meth:`BinlogReader.open` calls it; anything else that reads table maps with the library (a
+    ``BinLogStreamReader`` of its own) must call it before its stream starts."""
+    install_table_map_fixes()
+    _install_library_hooks()
+
+
 class _StreamLost(Exception):
     """The library tried to reconnect after losing the stream."""
 
@@ -515,10 +533,11 @@ class BinlogReader:
         self.close()
 
     def open(self) -> None:
-        """Check that the binlogs after ``after`` still exist, then prepare the stream (idempotent)."""
+        """Install the library fixes (:func:`install_library_fixes`), check that the binlogs after
+        ``after`` still exist, then prepare the stream (idempotent)."""
         if self._stream is not None:
             return
-        _install_library_hooks()
+        install_library_fixes()
         self._control = connect(self._config)
         try:
             version, comment = query(self._control, self._config, "SELECT VERSION(), @@version_comment")[0]

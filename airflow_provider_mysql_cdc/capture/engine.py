@@ -28,9 +28,7 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     TransactionCommit,
     TransactionStart,
 )
-from airflow_provider_mysql_cdc.capture.compiled_rows import CompiledRowDecoder, compile_row_decoder, row_images
 from airflow_provider_mysql_cdc.capture.handoff import HandoffRules, TableHandoff, load_handoffs
-from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
@@ -52,6 +50,9 @@ from airflow_provider_mysql_cdc.core.windows import (
     WindowOrderError,
     to_epoch_us,
 )
+from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, decoded_rows
+from airflow_provider_mysql_cdc.decoding.compiled_rows import CompiledRowDecoder, compile_row_decoder, row_images
+from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     TerminalCdcError,

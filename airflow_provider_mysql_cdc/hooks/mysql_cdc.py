@@ -1,4 +1,7 @@
-"""``MySqlCdcHook``: the ``mysql_cdc`` connection type (plain ``mysql`` connections work too)."""
+"""``MySqlCdcHook``: the ``mysql_cdc`` connection type (plain ``mysql`` connections work too).
+
+PyMySQL is imported by the methods that talk to the server, not when a DAG file is parsed.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +14,11 @@ from airflow.sdk import BaseHook
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig, SslMode
 from airflow_provider_mysql_cdc.core.preflight import DEFAULT_MIN_BINLOG_RETENTION_SECONDS, PreflightReport
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError
-from airflow_provider_mysql_cdc.mysql.client import connect, connection_to
-from airflow_provider_mysql_cdc.mysql.introspection import BinlogInventory, read_binlog_inventory, run_preflight
 
 if TYPE_CHECKING:
     from pymysql.connections import Connection
+
+    from airflow_provider_mysql_cdc.mysql.introspection import BinlogInventory
 
 
 def _int_or_none(value: Any, name: str) -> int | None:
@@ -102,6 +105,8 @@ class MySqlCdcHook(BaseHook):
 
     def get_conn(self) -> Connection[Any]:
         """A new autocommit PyMySQL connection; the caller closes it."""
+        from airflow_provider_mysql_cdc.mysql.client import connect
+
         return connect(self.get_connection_config())
 
     def preflight(
@@ -111,6 +116,8 @@ class MySqlCdcHook(BaseHook):
         min_binlog_retention_seconds: int = DEFAULT_MIN_BINLOG_RETENTION_SECONDS,
     ) -> PreflightReport:
         """Check settings and privileges; the report lists every problem with its fix."""
+        from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
+
         return run_preflight(
             self.get_connection_config(),
             table_patterns,
@@ -119,6 +126,9 @@ class MySqlCdcHook(BaseHook):
 
     def binlog_inventory(self) -> BinlogInventory:
         """Binlog files, current position and GTID state of the source."""
+        from airflow_provider_mysql_cdc.mysql.client import connection_to
+        from airflow_provider_mysql_cdc.mysql.introspection import read_binlog_inventory
+
         config = self.get_connection_config()
         with connection_to(config) as connection:
             return read_binlog_inventory(connection, config)

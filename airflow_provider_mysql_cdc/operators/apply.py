@@ -8,7 +8,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, AssetAlias, Context
@@ -16,7 +16,9 @@ from airflow.sdk import Asset, AssetAlias, Context
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
-from airflow_provider_mysql_cdc.staging import Staging
+
+if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
+    from airflow_provider_mysql_cdc.staging import Staging
 
 #: The spark-submit application (``spark_apps/apply_changes.py`` runs the same ``main``).
 APPLY_APPLICATION = str(Path(__file__).resolve().parents[1] / "apply" / "spark_job.py")
@@ -199,6 +201,8 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
         run_id = str(context["run_id"])
         try_number = int(getattr(context.get("ti"), "try_number", 1) or 1)
+        from airflow_provider_mysql_cdc.staging import Staging
+
         staging = Staging(self.staging_uri, self.pipeline)
         report_path = staging.apply_report_path(run_id, try_number)
         self.report_uri = staging.uri_of(report_path)

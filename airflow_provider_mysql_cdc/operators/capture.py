@@ -7,7 +7,6 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window, covered_run
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
@@ -76,6 +75,10 @@ class MySqlBinlogCaptureOperator(BaseOperator):
         self.caps = WindowCaps(max_rows=max_rows, max_bytes=max_bytes, max_transactions=max_transactions)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        # The engine (PyMySQL, python-mysql-replication, pyarrow) is imported when the task runs,
+        # not when a DAG file is parsed.
+        from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window, covered_run
+
         source = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id).get_connection_config()
         request = CaptureRequest(
             pipeline=self.pipeline,

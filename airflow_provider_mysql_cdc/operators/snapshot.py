@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context, conf
 
@@ -21,14 +21,14 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection, patterns
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
-from airflow_provider_mysql_cdc.snapshot.engine import (
+from airflow_provider_mysql_cdc.snapshot.defaults import (
     DEFAULT_CHUNK_ROWS,
     DEFAULT_FETCH_ROWS,
     DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS,
-    SnapshotRequest,
-    plan_snapshot,
-    snapshot_chunk,
 )
+
+if TYPE_CHECKING:  # the engine (PyMySQL, pyarrow) is imported when a task runs, not when a DAG is parsed
+    from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest
 
 #: Airflow's default ``[core] max_map_length``: the most map indexes one mapped task may have.
 DEFAULT_MAX_MAP_LENGTH = 1024
@@ -81,6 +81,8 @@ class _SnapshotOperatorBase(BaseOperator):
         self.metadata_conn_id = metadata_conn_id
 
     def _request(self, context: Context, **settings: Any) -> SnapshotRequest:
+        from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest
+
         return SnapshotRequest(
             pipeline=self.pipeline,
             run_id=str(context["run_id"]),
@@ -141,6 +143,8 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
         self.chunk_rows = chunk_rows
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        from airflow_provider_mysql_cdc.snapshot.engine import plan_snapshot
+
         source = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id).get_connection_config()
         request = self._request(
             context,
@@ -213,6 +217,8 @@ class MySqlSnapshotOperator(_SnapshotOperatorBase):
         self.lock_wait_timeout_seconds = lock_wait_timeout_seconds
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_mysql_cdc.snapshot.engine import snapshot_chunk
+
         argument = self.snapshot_chunk
         if not isinstance(argument, Mapping) or set(argument) != {"snapshot_id", "chunk"}:
             raise ConfigurationError(

@@ -55,6 +55,7 @@ from airflow_provider_mysql_cdc.core.types import (
     schema_fingerprint,
 )
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.decoding.text_rows import SNAPSHOT_SESSION_STATEMENTS, select_expressions
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MySqlQueryError,
@@ -70,12 +71,13 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     require_server_settings,
     selected_tables,
 )
-from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
-from airflow_provider_mysql_cdc.snapshot.row_reading import (
-    SNAPSHOT_SESSION_STATEMENTS,
-    column_specs_from_information_schema,
-    select_expressions,
+from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
+from airflow_provider_mysql_cdc.snapshot.defaults import (
+    DEFAULT_CHUNK_ROWS,
+    DEFAULT_FETCH_ROWS,
+    DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS,
 )
+from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
 from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, StagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import (
     FrontierConflictError,
@@ -87,12 +89,7 @@ from airflow_provider_mysql_cdc.store.frontier_store import (
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_SECONDS = 5.0
-DEFAULT_CHUNK_ROWS = 250_000
-DEFAULT_FETCH_ROWS = 10_000
 DEFAULT_MAX_CHUNKS = 1024
-#: Seconds ``LOCK TABLES`` may wait for running transactions on the table before giving up; while
-#: it waits, MySQL queues new writers of the table behind it, so this is kept short.
-DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS = 10
 LOCK_ATTEMPTS = 3
 
 #: Key column types whose values SELECT and binlog decoding give in the same Python type with

@@ -13,7 +13,6 @@ from airflow_provider_mysql_cdc.core.headroom import HeadroomReport, HeadroomSta
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
-from airflow_provider_mysql_cdc.mysql.binlog_files import check_headroom
 
 #: ``status`` of the trigger's event when the check itself failed (``message`` says why).
 ERROR_STATUS = "error"
@@ -39,6 +38,8 @@ def check_pipeline_headroom(
     pipeline: str, mysql_cdc_conn_id: str, metadata_conn_id: str | None, min_headroom_seconds: int
 ) -> HeadroomReport:
     """One headroom check through Airflow connections (blocking; the sensor and the trigger use it)."""
+    from airflow_provider_mysql_cdc.mysql.binlog_files import check_headroom  # PyMySQL: not at parse time
+
     source = MySqlCdcHook(mysql_cdc_conn_id=mysql_cdc_conn_id).get_connection_config()
     store = metadata_store(metadata_conn_id)
     try:

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from pymysqlreplication.row_event import UpdateRowsEvent
 
-from airflow_provider_mysql_cdc.capture.compiled_rows import compile_row_decoder, row_images
-from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
+from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, decoded_rows
+from airflow_provider_mysql_cdc.decoding.compiled_rows import compile_row_decoder, row_images
+from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 from tests.integration.test_type_roundtrip import (
     CASES,

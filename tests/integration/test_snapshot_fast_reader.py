@@ -30,13 +30,10 @@ import pytest
 
 from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, arrow_schema
+from airflow_provider_mysql_cdc.decoding.text_rows import SNAPSHOT_SESSION_STATEMENTS, select_expressions
 from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, query
+from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from airflow_provider_mysql_cdc.snapshot.fast_reader import read_raw_batches, staged_record_batches
-from airflow_provider_mysql_cdc.snapshot.row_reading import (
-    SNAPSHOT_SESSION_STATEMENTS,
-    column_specs_from_information_schema,
-    select_expressions,
-)
 from tests.integration.test_snapshot_types import CASES_HERE
 from tests.integration.test_type_roundtrip import TEMPORAL, VECTOR, Case, _version, create_table, insert_rows
 from tests.mysql_servers import MySqlTestServer

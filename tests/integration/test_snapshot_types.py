@@ -23,18 +23,19 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
 from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema, schema_fingerprint
-from airflow_provider_mysql_cdc.mysql.client import connection_to, query
-from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
-from airflow_provider_mysql_cdc.snapshot.row_reading import (
+from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, decoded_rows
+from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
+from airflow_provider_mysql_cdc.decoding.text_rows import (
     SNAPSHOT_SESSION_STATEMENTS,
     SnapshotRowConverter,
-    column_specs_from_information_schema,
     select_expressions,
 )
+from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
+from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
 from tests.integration.test_type_roundtrip import (
     CASES,
     STRINGS,
@@ -91,7 +92,7 @@ CASES_HERE = (*CASES, KEYS_AND_NAMES)
 
 def _as_information_schema_shows(spec: ColumnSpec) -> ColumnSpec:
     """``information_schema`` keeps ENUM/SET labels in utf8mb3: a character outside the BMP is ``?``
-    there (the one known difference, see the module docstring of ``snapshot.row_reading``)."""
+    there (the one known difference, see the module docstring of ``snapshot.column_specs``)."""
 
     def lossy(labels: tuple[str, ...]) -> tuple[str, ...]:
         return tuple("".join("?" if ord(char) > 0xFFFF else char for char in label) for label in labels)

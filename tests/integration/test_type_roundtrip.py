@@ -27,11 +27,13 @@ import pytest
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from airflow_provider_mysql_cdc.capture.binlog_reader import install_library_fixes
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
-from airflow_provider_mysql_cdc.capture.row_decoding import RowConverter, column_specs_from_table_map, decoded_rows
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
+from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, decoded_rows
+from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
@@ -418,7 +420,9 @@ def _snapshot(server: MySqlTestServer, case: Case) -> dict[int, dict[str, Expect
 def _binlog_events(
     server: MySqlTestServer, table: str, start: tuple[str, int], database: str = DATABASE
 ) -> Iterator[Any]:
-    """The row events of ``database.table`` written after ``start``, read with the library directly."""
+    """The row events of ``database.table`` written after ``start``, read with the library directly
+    (with this project's fixes installed, as ``BinlogReader`` installs them)."""
+    install_library_fixes()
     reader = BinLogStreamReader(
         connection_settings=server.cdc.pymysql_kwargs(),
         server_id=next(_server_ids),
@@ -619,6 +623,7 @@ def test_partial_json_updates_are_refused(mysql_server: MySqlTestServer) -> None
     mysql_server.execute(
         "SET binlog_row_value_options = 'PARTIAL_JSON'", f"UPDATE {table} SET j = JSON_SET(j, '$.a', 2) WHERE id = 1"
     )
+    install_library_fixes()
     reader = BinLogStreamReader(
         connection_settings=mysql_server.cdc.pymysql_kwargs(),
         server_id=next(_server_ids),

@@ -23,13 +23,9 @@ from pymysql.connections import MySQLResult
 from pymysql.protocol import MysqlPacket
 
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
-from airflow_provider_mysql_cdc.snapshot.fast_reader import (
-    ArrowBatchDecoder,
-    RawBatch,
-    RowPacketError,
-    read_raw_batches,
-)
-from airflow_provider_mysql_cdc.snapshot.row_reading import SnapshotRowConverter
+from airflow_provider_mysql_cdc.decoding.text_arrow import ArrowBatchDecoder, RawBatch, RowPacketError
+from airflow_provider_mysql_cdc.decoding.text_rows import SnapshotRowConverter
+from airflow_provider_mysql_cdc.snapshot.fast_reader import read_raw_batches
 
 MAX = 0xFFFFFF
 EOF = b"\xfe\x02\x00\x22\x00"  # 2 warnings, status 0x22

@@ -16,18 +16,6 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from airflow_provider_mysql_cdc.capture.row_decoding import (
-    InvalidValue,
-    RowConverter,
-    _read_date,
-    _read_datetime2,
-    _read_time2,
-    _read_timestamp2,
-    decode_decimal,
-    json_binary_to_text,
-    mysql_double_text,
-    mysql_json_text,
-)
 from airflow_provider_mysql_cdc.core.types import (
     CDC_COLUMN_NAMES,
     INVALID_VALUES_COLUMN,
@@ -36,6 +24,10 @@ from airflow_provider_mysql_cdc.core.types import (
     arrow_type,
     schema_fingerprint,
 )
+from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter
+from airflow_provider_mysql_cdc.decoding.binlog_values import read_date, read_datetime2, read_time2, read_timestamp2
+from airflow_provider_mysql_cdc.decoding.json_text import json_binary_to_text, mysql_double_text, mysql_json_text
+from airflow_provider_mysql_cdc.decoding.values import InvalidValue, decode_decimal
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 
 # -- arrow types ----------------------------------------------------------------------------------
@@ -275,16 +267,16 @@ def _read(reader: Any, hex_bytes: str, **column: Any) -> Any:
 
 def test_temporal_readers() -> None:
     # -00:00:01.5 as TIME(1): int part -2, reversed fraction 0xCE (the library reads -00:00:02.5 + ...)
-    assert _read(_read_time2, "7FFFFECE", fsp=1) == -dt.timedelta(seconds=1.5)
-    assert _read(_read_time2, "800000", fsp=0) == dt.timedelta(0)
-    assert _read(_read_time2, "B46EFB", fsp=0) == dt.timedelta(hours=838, minutes=59, seconds=59)
-    assert _read(_read_date, "000000") == InvalidValue("0000-00-00")
-    assert _read(_read_date, (((2024 << 9) | 15).to_bytes(3, "little")).hex()) == InvalidValue("2024-00-15")
-    zero_datetime = _read(_read_datetime2, "8000000000" + "0000", fsp=3)
+    assert _read(read_time2, "7FFFFECE", fsp=1) == -dt.timedelta(seconds=1.5)
+    assert _read(read_time2, "800000", fsp=0) == dt.timedelta(0)
+    assert _read(read_time2, "B46EFB", fsp=0) == dt.timedelta(hours=838, minutes=59, seconds=59)
+    assert _read(read_date, "000000") == InvalidValue("0000-00-00")
+    assert _read(read_date, (((2024 << 9) | 15).to_bytes(3, "little")).hex()) == InvalidValue("2024-00-15")
+    zero_datetime = _read(read_datetime2, "8000000000" + "0000", fsp=3)
     assert type(zero_datetime) is InvalidValue and zero_datetime == "0000-00-00 00:00:00.000"
-    zero_timestamp = _read(_read_timestamp2, "00000000" + "000000", fsp=6)
+    zero_timestamp = _read(read_timestamp2, "00000000" + "000000", fsp=6)
     assert zero_timestamp == InvalidValue("0000-00-00 00:00:00.000000")
-    assert _read(_read_timestamp2, "00000001", fsp=0) == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)
+    assert _read(read_timestamp2, "00000001", fsp=0) == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)
 
 
 def test_row_converter() -> None:

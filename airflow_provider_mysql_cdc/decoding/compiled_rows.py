@@ -1,15 +1,17 @@
 """Row images decoded by a function compiled once per table version: capture's fast path.
 
 python-mysql-replication decodes a row event value by value, through several Python calls per
-value and a dict per row image, and :mod:`row_decoding` then converts each dict into the staged
-values. :func:`compile_row_decoder` instead generates, from the table map of one table version,
-one Python function that walks the event's row images with each column's bytes read by inline code
-(precomputed sizes, ``struct`` formats, shifts and masks; no per-value dispatch, no dicts) and
-returns, per image, exactly the tuple :meth:`row_decoding.RowConverter.convert` returns for the
-library's decoding of that image: the values in column order, then the ``_cdc_invalid_values`` map
-or None. Common types (integers, FLOAT, DOUBLE, DECIMAL, DATE, DATETIME, TIMESTAMP, YEAR, CHAR,
-VARCHAR, TEXT, BLOB) are read inline; the others (TIME, BIT, ENUM, SET, JSON, geometry, VECTOR, the
-pre-5.6.4 temporal types) call :mod:`row_decoding`'s own readers and converters for their column.
+value and a dict per row image, and :class:`~airflow_provider_mysql_cdc.decoding.binlog_rows.RowConverter`
+then converts each dict into the staged values. :func:`compile_row_decoder` instead generates, from
+the table map of one table version, one Python function that walks the event's row images with each
+column's bytes read by inline code (precomputed sizes, ``struct`` formats, shifts and masks; no
+per-value dispatch, no dicts) and returns, per image, exactly the tuple ``RowConverter.convert``
+returns for the library's decoding of that image: the values in column order, then the
+``_cdc_invalid_values`` map or None. Common types (integers, FLOAT, DOUBLE, DECIMAL, DATE,
+DATETIME, TIMESTAMP, YEAR, CHAR, VARCHAR, TEXT, BLOB) are read inline; the others (TIME, BIT, ENUM,
+SET, JSON, geometry, VECTOR, the pre-5.6.4 temporal types) call the binlog path's own readers
+(:mod:`~airflow_provider_mysql_cdc.decoding.binlog_values`) and converters
+(:func:`~airflow_provider_mysql_cdc.decoding.converters.value_converter`) for their column.
 
 :func:`row_images` finds the row images' bytes in a library row event. It returns None, and the
 caller decodes with the library path instead, for what the compiled code does not read:
@@ -39,15 +41,10 @@ from pymysqlreplication.constants.BINLOG import (
     WRITE_ROWS_EVENT_V2,
 )
 
-from airflow_provider_mysql_cdc.capture.row_decoding import (
-    _EPOCH,
-    _VALUE_READERS,
-    InvalidValue,
-    _converter,
-    _datetime_or_invalid,
-    decimal_groups,
-)
 from airflow_provider_mysql_cdc.core.types import DECIMAL128_MAX_PRECISION, ColumnSpec
+from airflow_provider_mysql_cdc.decoding.binlog_values import VALUE_READERS
+from airflow_provider_mysql_cdc.decoding.converters import value_converter
+from airflow_provider_mysql_cdc.decoding.values import EPOCH, InvalidValue, datetime_or_invalid, decimal_groups
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 
 __all__ = ["CompiledRowDecoder", "compile_row_decoder", "row_images"]
@@ -138,10 +135,10 @@ class _Source:
             "_DT": dt.datetime,
             "_DATE": dt.date,
             "_TD": dt.timedelta,
-            "_EPOCH": _EPOCH,
+            "_EPOCH": EPOCH,
             "_DEC": Decimal,
             "_from_bytes": int.from_bytes,
-            "_dt_invalid": _datetime_or_invalid,
+            "_dt_invalid": datetime_or_invalid,
         }
 
     def name(self, prefix: str, value: Any) -> str:
@@ -254,7 +251,7 @@ def _column_lines(source: _Source, column: Any, spec: ColumnSpec, var: str) -> l
         length_size = int(column.length_size) if type_ == FIELD_TYPE.BLOB else short_length
         length = "d[p]" if length_size == 1 else f"_from_bytes(d[p:p + {length_size}], 'little')"
         lines = [f"n = {length}; p += {length_size}", f"{var} = d[p:p + n]; p += n"]
-        convert = _converter(spec)
+        convert = value_converter(spec)
         if spec.charset in ("utf8mb4", "utf8mb3", "utf8"):
             lines[-1] = f"{var} = d[p:p + n].decode(); p += n"
         elif convert is not None:
@@ -264,19 +261,19 @@ def _column_lines(source: _Source, column: Any, spec: ColumnSpec, var: str) -> l
 
 
 def _generic_lines(source: _Source, column: Any, spec: ColumnSpec, var: str) -> list[str]:
-    """Lines reading one value with :mod:`row_decoding`'s reader and converter for the column."""
-    reader = _VALUE_READERS.get(column.type)
+    """Lines reading one value with the binlog path's reader and converter for the column."""
+    reader = VALUE_READERS.get(column.type)
     if reader is None:
         raise TerminalCdcError(f"{spec.name}: MySQL column type {column.type} has no compiled reader")
     lines = [f"{var}, p = {source.name('_R', _GenericReader(reader, column))}(d, p)"]
-    convert = _converter(spec)
+    convert = value_converter(spec)
     if convert is not None:
         lines.append(f"if {var}.__class__ is not _IV: {var} = {source.name('_C', convert)}({var})")
     return lines
 
 
 class _GenericReader:
-    """One column's :mod:`row_decoding` reader applied at a position: ``(value, next position)``."""
+    """One column's binlog value reader applied at a position: ``(value, next position)``."""
 
     __slots__ = ("_column", "_data", "_position", "_reader")
 
@@ -301,7 +298,8 @@ class _GenericReader:
 
 def compile_row_decoder(columns: Sequence[Any], specs: Sequence[ColumnSpec]) -> CompiledRowDecoder:
     """The decoder of one table version: ``columns`` from the library's table map, ``specs`` from
-    :func:`row_decoding.column_specs_from_table_map` of the same table map."""
+    :func:`~airflow_provider_mysql_cdc.decoding.table_map.column_specs_from_table_map` of the same
+    table map."""
     if len(columns) != len(specs):
         raise TerminalCdcError(f"table map has {len(columns)} columns, the specs {len(specs)}")
     source = _Source()
