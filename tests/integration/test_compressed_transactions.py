@@ -269,13 +269,21 @@ def test_mixed_windows_boundaries_after_compressed_transactions_and_row_caps(
     assert replayed(rows, ["id"]) == source_rows(mysql_server, "mx.t", ["id"])
 
     # A catch-up window that ends right after a compressed transaction, then one after it.
+    later = executed(mysql_server)
     mysql_server.execute(*session(compressed=True), "INSERT INTO mx.t VALUES (100)")
     ends_after = pipeline.capture("after-compressed", replica_server_id=server_id)
-    mysql_server.execute(*session(compressed=True), "INSERT INTO mx.t VALUES (101)")
+    mysql_server.execute(
+        *session(compressed=True),
+        "SET gtid_next = 'AUTOMATIC:zipped'",
+        "INSERT INTO mx.t VALUES (101)",
+        "SET gtid_next = 'AUTOMATIC'",
+    )
     mysql_server.execute(*session(compressed=False), "INSERT INTO mx.t VALUES (102)")
     following = pipeline.capture("following", replica_server_id=server_id)
     assert (ids(ends_after.window_id), ids(following.window_id)) == ([100], [101, 102])
     assert following.lower == ends_after.upper
+    tagged = pipeline.rows(following.window_id)[0]["_cdc_gtid"]
+    assert tagged.split(":")[1] == "zipped"  # a tagged GTID event before a payload
 
     # A data-interval window whose end falls between two compressed transactions.
     mysql_server.execute(*session(compressed=True), "INSERT INTO mx.t VALUES (200)")
@@ -299,6 +307,9 @@ def test_mixed_windows_boundaries_after_compressed_transactions_and_row_caps(
     assert ids(capped.window_id) == [1000, 1001, 1002, 1003, 1004]
     assert ids(after_cap.window_id) == [*range(1010, 1015), *range(1020, 1025)]
     assert (capped.transactions, after_cap.transactions) == (1, 2)
+    # Each transaction since the mixed window was logged as its session asked (only 102 uncompressed).
+    later_starts = [start for start, _ in transactions(read_until_idle(mysql_server.cdc, later))]
+    assert [logged_as(mysql_server, s) == PAYLOAD for s in later_starts] == [True, True, False, *[True] * 5]
 
 
 # -- a large transaction ------------------------------------------------------------------------
