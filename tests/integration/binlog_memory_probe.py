@@ -26,11 +26,11 @@ import tracemalloc
 from typing import Any
 
 from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogReader, Idle, RowsEvent
-from airflow_provider_mysql_cdc.capture.compiled_rows import row_images
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
+from airflow_provider_mysql_cdc.decoding.compiled_rows import row_images
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
 

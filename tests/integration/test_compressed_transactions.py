@@ -31,10 +31,10 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     RowsEvent,
     TransactionStart,
 )
-from airflow_provider_mysql_cdc.capture.compiled_rows import row_images
-from airflow_provider_mysql_cdc.capture.staging_writer import read_manifest
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
+from airflow_provider_mysql_cdc.decoding.compiled_rows import row_images
+from airflow_provider_mysql_cdc.staging import Staging
 from tests.conftest import REPO_ROOT
 from tests.integration.test_binlog_reader import read_until_idle, transactions
 from tests.integration.test_capture_windows import Pipeline, executed, replay, server_utc_now
@@ -414,7 +414,7 @@ def test_a_large_compressed_transaction_is_captured_exactly_in_bounded_memory(
     assert zipped["capture"]["rss_growth_bytes"] < plain["capture"]["rss_growth_bytes"] + payload_size + slack
 
     staging = tmp_path / "z" / "staging"
-    manifest = read_manifest(str(staging), "big-z", 1)
+    manifest = Staging(str(staging), "big-z").read_window_manifest(1)
     assert manifest is not None
     staged: list[tuple[Any, ...]] = []
     for staged_file in manifest.files:
