@@ -26,16 +26,16 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	touch $@
 
 mysql-install: venv
-	$(PY) scripts/local_mysql.py install
+	$(PY) -m testbed.mysql install
 
 mysql-up: mysql-install
-	$(PY) scripts/local_mysql.py start demo --port $(DEMO_MYSQL_PORT)
+	$(PY) -m testbed.mysql start demo --port $(DEMO_MYSQL_PORT)
 
 mysql-down:
-	$(PY) scripts/local_mysql.py stop demo
+	$(PY) -m testbed.mysql stop demo
 
 mysql-status:
-	$(PY) scripts/local_mysql.py status
+	$(PY) -m testbed.mysql status
 
 jars: venv
 	$(PY) scripts/iceberg_jars.py
@@ -105,5 +105,5 @@ constraints:
 	 .cache/constraints-venv/bin/pip freeze --exclude-editable | grep -v '^-e') > $(CONSTRAINTS)
 
 clean:
-	-$(PY) scripts/local_mysql.py stop-all
+	-$(PY) -m testbed.mysql stop-all
 	rm -rf .airflow-home .demo

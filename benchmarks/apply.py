@@ -57,7 +57,7 @@ Iceberg runtime jars from ``scripts/iceberg_jars.py`` on ``spark.jars`` before t
 Hadoop catalog ``lake``, driver bound to 127.0.0.1 and no UI.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``benchapply``; see
-``scripts/local_mysql.py``)::
+:mod:`testbed.mysql`)::
 
     .venv/bin/python benchmarks/apply.py
     .venv/bin/python benchmarks/apply.py --small-rows 100000 --large-rows 300000 --changes 10000

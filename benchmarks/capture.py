@@ -32,7 +32,7 @@ counts and the staged ``id`` values are checked; and unless the content check fi
 Parquet equal to the reference capture's.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-capture``; see
-``scripts/local_mysql.py``)::
+:mod:`testbed.mysql`)::
 
     .venv/bin/python benchmarks/capture.py --rows 500000
     .venv/bin/python benchmarks/capture.py --rows 100000 --profile     # plus a cProfile'd capture run
@@ -62,12 +62,8 @@ from typing import Any
 
 import pymysql
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-
-# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would), and
-# mysql_bench (this folder, sys.path[0] of a script) it checks only as benchmarks.mysql_bench.
-from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+# mysql_bench (this folder, sys.path[0] of a script) mypy checks only as benchmarks.mysql_bench.
+from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]
     BenchmarkError,
     Server,
     cdc_config,
@@ -80,7 +76,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
     run_phase_child,
 )
 
-from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 
 DATABASE = "bench"
 TABLE = "rows"

@@ -52,7 +52,7 @@ local Spark session (hidden ``--phase verify``), or the MySQL row count is not w
 changes imply.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-e2e``, prefixed with
-``$MYSQL_CDC_TEST_INSTANCE_PREFIX-`` when that is set; see ``scripts/local_mysql.py``)::
+``$MYSQL_CDC_TEST_INSTANCE_PREFIX-`` when that is set; see :mod:`testbed.mysql`)::
 
     .venv/bin/python benchmarks/e2e.py
     .venv/bin/python benchmarks/e2e.py --rows 200000 --changes 100000 --workdir /tmp/e2e   # keep the files

@@ -1,8 +1,8 @@
 """Helpers shared by the benchmarks: their own local MySQL instance, or an existing server.
 
 The benchmarks run as scripts (``.venv/bin/python benchmarks/<name>.py``), so this folder is
-``sys.path[0]`` and they import this module as ``mysql_bench``. Like them, it finds
-``scripts/local_mysql.py`` by putting ``scripts/`` on ``sys.path``.
+``sys.path[0]`` and they import this module as ``mysql_bench``. It finds the :mod:`testbed.mysql`
+package by putting the repository root on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -21,14 +21,20 @@ from typing import Any
 
 import pymysql
 
-SCRIPTS_DIR = str(Path(__file__).resolve().parents[1] / "scripts")
-if SCRIPTS_DIR not in sys.path:
-    sys.path.insert(0, SCRIPTS_DIR)
-
-# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would).
-import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))  # the testbed package (a script's sys.path[0] is its own folder)
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
+from testbed.mysql import (  # noqa: E402
+    CDC_PASSWORD_ENV,
+    CDC_USER,
+    DEFAULT_CDC_PASSWORD,
+    LocalMySQL,
+    LocalMySQLError,
+    install,
+    parse_server_url,
+)
 
 #: How long one phase (a child interpreter) may run.
 PHASE_TIMEOUT_SECONDS = 3_600
@@ -77,13 +83,13 @@ def peak_rss_mb() -> float:
 def local_server(name: str, settings: Mapping[str, str], port: int | None = None) -> Iterator[Server]:
     """A fresh local MySQL instance ``name`` with server options ``settings`` on ``port`` (default: a free
     one), destroyed (stopped by PID, data deleted) on exit."""
-    local_mysql.install()
-    local_mysql.LocalMySQL(name, port=free_port()).destroy()  # leftovers of an interrupted run
-    instance = local_mysql.LocalMySQL(name, port=port or free_port(), settings=settings)
+    install()
+    LocalMySQL(name, port=free_port()).destroy()  # leftovers of an interrupted run
+    instance = LocalMySQL(name, port=port or free_port(), settings=settings)
     try:
         instance.start()
         admin = MySqlConnectionConfig(instance.host, instance.port, "root", instance.root_password)
-        cdc = MySqlConnectionConfig(instance.host, instance.port, local_mysql.CDC_USER, instance.cdc_password)
+        cdc = MySqlConnectionConfig(instance.host, instance.port, CDC_USER, instance.cdc_password)
         yield Server(admin, cdc, f"local instance {name!r} on {instance.host}:{instance.port}")
     finally:
         instance.destroy()
@@ -93,18 +99,18 @@ def local_server(name: str, settings: Mapping[str, str], port: int | None = None
 def existing_server(url: str, database: str) -> Iterator[Server]:
     """The server named by ``mysql://USER:PASSWORD@HOST:PORT`` (an admin account), with a ``cdc`` account
     that may read ``database``."""
-    parts = local_mysql.parse_server_url(url)
+    parts = parse_server_url(url)
     if parts.scheme != "mysql":
         raise BenchmarkError(f"--mysql-url must look like mysql://root:PASSWORD@HOST:PORT, not {parts.scheme}://...")
     admin = MySqlConnectionConfig(host=parts.host, port=parts.port, user=parts.user, password=parts.password)
-    cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
+    cdc_password = os.environ.get(CDC_PASSWORD_ENV, DEFAULT_CDC_PASSWORD)
     execute(
         admin,
         f"CREATE USER IF NOT EXISTS 'cdc'@'%' IDENTIFIED BY '{cdc_password}'",
         "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc'@'%'",
         f"GRANT SELECT, LOCK TABLES ON {database}.* TO 'cdc'@'%'",
     )
-    cdc = MySqlConnectionConfig(admin.host, admin.port, local_mysql.CDC_USER, cdc_password)
+    cdc = MySqlConnectionConfig(admin.host, admin.port, CDC_USER, cdc_password)
     yield Server(admin, cdc, f"existing server {admin.address}")
 
 
@@ -147,7 +153,7 @@ def print_summary(server_context: contextlib.AbstractContextManager[Server], ben
     try:
         with server_context as server:
             summary = benchmark(server)
-    except (BenchmarkError, local_mysql.LocalMySQLError) as exc:
+    except (BenchmarkError, LocalMySQLError) as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         return 1
     sys.stderr.flush()

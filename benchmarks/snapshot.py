@@ -22,7 +22,7 @@ What it measures, in one run on one table:
    worker, at most twice, as Airflow would retry the task; such retries are counted
    (``conflict_retries`` on the detail line) and their time counts.
 3. **mysqldump** (phase ``mysqldump``): the bundled ``mysqldump`` (run through the MySQL prefix's
-   loader, see ``scripts/local_mysql.py``) with ``--single-transaction --quick --skip-lock-tables
+   loader, see :mod:`testbed.mysql`) with ``--single-transaction --quick --skip-lock-tables
    --set-gtid-purged=OFF --no-tablespaces`` dumps ``bench snap`` as the admin account over TCP to
    127.0.0.1 (TLS as offered; password in ``MYSQL_PWD``, never on the command line) into a file; the
    clock covers the whole ``mysqldump`` process.
@@ -40,7 +40,7 @@ must hold N rows with ids adding up to N(N+1)/2; the dump's ``INSERT`` tuples ar
 ids summed the same way.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-snapshot``; see
-``scripts/local_mysql.py``)::
+:mod:`testbed.mysql`)::
 
     .venv/bin/python benchmarks/snapshot.py --rows 1000000
     .venv/bin/python benchmarks/snapshot.py --rows 1000000 --workers 1 --chunk-rows 100000
@@ -74,11 +74,9 @@ from typing import Any
 import pymysql
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
+sys.path.insert(0, str(REPO_ROOT))  # the testbed package (a script's sys.path[0] is its own folder)
 
-# scripts/ is not a package: mypy finds local_mysql only when given scripts/ too (as `make lint` would), and
-# mysql_bench (this folder, sys.path[0] of a script) it checks only as benchmarks.mysql_bench.
-import local_mysql  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
+# mysql_bench (this folder, sys.path[0] of a script) mypy checks only as benchmarks.mysql_bench.
 from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
     BenchmarkError,
     Server,
@@ -94,6 +92,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 from airflow_provider_mysql_cdc.snapshot.defaults import DEFAULT_CHUNK_ROWS, DEFAULT_FETCH_ROWS  # noqa: E402
+from testbed.mysql import charsets_dir, tool_argv, tool_env  # noqa: E402
 
 DATABASE = "bench"
 TABLE = "snap"
@@ -321,9 +320,9 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
 def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]:
     """The bundled ``mysqldump`` (through the prefix's loader) dumping ``bench snap`` over TCP."""
     return [
-        *local_mysql.tool_argv("mysqldump"),
+        *tool_argv("mysqldump"),
         "--no-defaults",  # must come first: no ~/.my.cnf
-        f"--character-sets-dir={local_mysql.prefix_dir() / 'usr/share/mysql/charsets'}",
+        f"--character-sets-dir={charsets_dir()}",
         "--protocol=TCP",
         f"--host={admin.host}",
         f"--port={admin.port}",
@@ -341,7 +340,7 @@ def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]
 
 def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
     """Time ``mysqldump`` (the whole process); its peak RSS comes from ``wait4``."""
-    env = local_mysql.tool_env()
+    env = tool_env()
     env["MYSQL_PWD"] = admin.password
     argv = mysqldump_argv(admin, result_file)
     with tempfile.TemporaryFile() as errors:

@@ -45,11 +45,13 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
+# scripts/ (this script's folder) is sys.path[0] already; the repository root holds the testbed package.
+sys.path.insert(0, str(REPO_ROOT))
 
 import iceberg_jars  # noqa: E402
-import local_mysql  # noqa: E402
 import pymysql  # noqa: E402
+
+from testbed.mysql import CDC_PASSWORD_ENV, DEFAULT_CDC_PASSWORD, LocalMySQL, parse_server_url  # noqa: E402
 
 DAG_ID = "mysql_cdc_example"
 DEMO_PORT = int(os.environ.get("DEMO_MYSQL_PORT", "33306"))
@@ -896,17 +898,17 @@ def main() -> int:
     step("starting clean: deleting .airflow-home (Airflow and CDC metadata, staging, Iceberg warehouse)")
     start_clean()
     external = os.environ.get("MYSQL_CDC_EXTERNAL_URL")
-    server: local_mysql.LocalMySQL | None = None
+    server: LocalMySQL | None = None
     workload: Workload | None = None
     if external:
         step("using the MySQL server from MYSQL_CDC_EXTERNAL_URL")
-        parts = local_mysql.parse_server_url(external)
+        parts = parse_server_url(external)
         host, port = parts.host, parts.port
         admin = {"user": parts.user, "password": parts.password}
-        cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
+        cdc_password = os.environ.get(CDC_PASSWORD_ENV, DEFAULT_CDC_PASSWORD)
     else:
         step(f"starting the local MySQL instance 'demo' on 127.0.0.1:{DEMO_PORT}")
-        server = local_mysql.LocalMySQL("demo", port=DEMO_PORT)
+        server = LocalMySQL("demo", port=DEMO_PORT)
         server.start()
         host, port = server.host, server.port
         admin = {"user": "root", "password": server.root_password}

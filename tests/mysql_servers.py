@@ -1,4 +1,4 @@
-"""MySQL servers for the test suite: local ones started from ``scripts/local_mysql.py``, or an
+"""MySQL servers for the test suite: local ones started by :mod:`testbed.mysql`, or an
 existing server named by ``MYSQL_CDC_EXTERNAL_URL`` (``mysql://root:PASSWORD@HOST:PORT``, an
 account that may create users and databases, e.g. the one from ``docker/compose.yaml``)."""
 
@@ -7,19 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-
-import local_mysql  # noqa: E402
+from testbed.mysql import CDC_PASSWORD_ENV, DEFAULT_CDC_PASSWORD, LocalMySQL, install, parse_server_url
 
 EXTERNAL_URL_ENV = "MYSQL_CDC_EXTERNAL_URL"
 CDC_USER = "cdc"
@@ -42,7 +36,7 @@ class MySqlTestServer:
 
     admin: MySqlConnectionConfig
     cdc: MySqlConnectionConfig
-    local: local_mysql.LocalMySQL | None = None
+    local: LocalMySQL | None = None
 
     def execute(self, *statements: str) -> list[tuple[Any, ...]]:
         """Run statements as admin; return the last one's rows."""
@@ -78,9 +72,9 @@ def external_server() -> MySqlTestServer | None:
     url = os.environ.get(EXTERNAL_URL_ENV)
     if not url:
         return None
-    parts = local_mysql.parse_server_url(url)
+    parts = parse_server_url(url)
     admin = MySqlConnectionConfig(host=parts.host, port=parts.port, user=parts.user, password=parts.password)
-    cdc_password = os.environ.get(local_mysql.CDC_PASSWORD_ENV, local_mysql.DEFAULT_CDC_PASSWORD)
+    cdc_password = os.environ.get(CDC_PASSWORD_ENV, DEFAULT_CDC_PASSWORD)
     server = MySqlTestServer(admin, MySqlConnectionConfig(admin.host, admin.port, CDC_USER, cdc_password))
     server.execute(f"CREATE USER IF NOT EXISTS 'cdc'@'%' IDENTIFIED BY '{cdc_password}'", *CDC_GRANTS)
     return server
@@ -88,10 +82,10 @@ def external_server() -> MySqlTestServer | None:
 
 def start_local(name: str, settings: dict[str, str] | None = None) -> MySqlTestServer:
     """Start a fresh local server (its old data, if any, is deleted first)."""
-    local_mysql.install()
-    stale = local_mysql.LocalMySQL(name, port=free_port())
+    install()
+    stale = LocalMySQL(name, port=free_port())
     stale.destroy()
-    server = local_mysql.LocalMySQL(name, port=free_port(), settings=settings or {})
+    server = LocalMySQL(name, port=free_port(), settings=settings or {})
     server.start()
     admin = MySqlConnectionConfig(host=server.host, port=server.port, user="root", password=server.root_password)
     cdc = MySqlConnectionConfig(host=server.host, port=server.port, user=CDC_USER, password=server.cdc_password)

@@ -11,7 +11,7 @@ server sends every transaction not in ``after``) and yields::
     Idle()                                      the server has sent everything it has
 
 python-mysql-replication (``pymysqlreplication``) is kept for the protocol: connecting, the dump
-command's framing, table maps and row decoding. Four things are ours, each for a reason found in
+command's framing, table maps and row decoding. Five things are ours, each for a reason found in
 that library (1.0.x):
 
 * **GTID events.** Its ``GtidEvent`` stops parsing after ``sequence_number`` (the commit
@@ -33,6 +33,15 @@ that library (1.0.x):
 * **Table filtering.** The library's ``only_tables``/``only_schemas`` match names, not
   ``(database, table)`` predicates. Row values are decoded lazily (``RowsEvent.rows``), so a row
   event of an unselected table costs its table-map and row-header parse and is never yielded.
+* **Compressed transactions.** The library has no class for ``Transaction_payload_event``
+  (type 40, written for ``binlog_transaction_compression=ON``); it arrives as a
+  ``NotImplementedEvent``. :meth:`_StreamReader.payload_events` decompresses its body as a stream
+  (:mod:`transaction_payload`) and builds the library's own event for each inner event from a packet,
+  as ``fetchone`` does (table maps included), so a compressed transaction yields exactly the items
+  of an uncompressed one. Inner events have no checksum: the library reads them with
+  ``use_checksum=False``, and four filler bytes end each packet where the library's readers that
+  run to the end of an event (``read_available``, the table map's optional metadata) expect a
+  checksum.
 
 Every change to the library (the two hooks above and the table-map parsing repairs of
 :mod:`~airflow_provider_mysql_cdc.decoding.library_fixes`) is made by :func:`install_library_fixes`,
@@ -71,6 +80,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 import pymysql
+from pymysql.protocol import MysqlPacket
 from pymysqlreplication import binlogstream
 from pymysqlreplication.binlogstream import BinLogStreamReader
 from pymysqlreplication.event import (
@@ -84,8 +94,19 @@ from pymysqlreplication.event import (
     XidEvent,
 )
 from pymysqlreplication.packet import BinLogPacketWrapper
-from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    TableMapEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
+from airflow_provider_mysql_cdc.capture.transaction_payload import (
+    TRANSACTION_PAYLOAD_EVENT,
+    TransactionPayloadError,
+    inner_events,
+)
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import MAX_TRANSACTION_NUMBER, Gtid, GtidSet, Interval, SourceKey
 from airflow_provider_mysql_cdc.core.preflight import ServerVersion
@@ -119,7 +140,6 @@ __all__ = [
 GTID_LOG_EVENT = 0x21
 GTID_TAGGED_LOG_EVENT = 0x2A
 ANONYMOUS_GTID_LOG_EVENT = 0x22
-TRANSACTION_PAYLOAD_EVENT = 0x28
 _COMMIT_TS_HAS_ORIGINAL = 1 << 55
 _LOGICAL_TIMESTAMP_TYPECODE = 2
 _FATAL_ERROR_READING_BINLOG = 1236  # ER_SOURCE_FATAL_ERROR_READING_BINLOG: purged binlogs and more
@@ -410,6 +430,43 @@ class _StreamReader(BinLogStreamReader):  # type: ignore[misc]
         self._connected_once = True
         super()._BinLogStreamReader__connect_to_stream()
 
+    def payload_events(self, body: memoryview) -> Iterator[Any]:
+        """The library's events for the events inside one ``Transaction_payload_event`` body, built
+        from packets as ``fetchone`` builds the stream's (table maps go to ``table_map``; events
+        outside the stream's ``only_events`` are dropped); decompressed one event at a time."""
+        allowed = self._BinLogStreamReader__allowed_events
+        for raw in inner_events(body):
+            wrapper = BinLogPacketWrapper(
+                MysqlPacket(b"\x00" + raw + _CHECKSUM_FILLER, "utf8"),
+                self.table_map,
+                self._ctl_connection,
+                self.mysql_version,
+                False,  # use_checksum: inner events have none
+                self._BinLogStreamReader__allowed_events_in_packet,
+                self._BinLogStreamReader__only_tables,
+                self._BinLogStreamReader__ignored_tables,
+                self._BinLogStreamReader__only_schemas,
+                self._BinLogStreamReader__ignored_schemas,
+                self._BinLogStreamReader__freeze_schema,
+                self._BinLogStreamReader__ignore_decode_errors,
+                False,  # verify_checksum
+                self._BinLogStreamReader__optional_meta_data,
+                self._BinLogStreamReader__enable_logging,
+                self._BinLogStreamReader__use_column_name_cache,
+                self._BinLogStreamReader__post_header_lengths,
+            )
+            event = wrapper.event
+            if event is None:
+                continue
+            if isinstance(event, TableMapEvent):
+                self.table_map[event.table_id] = event.get_table()
+            if type(event) in allowed:
+                yield event
+
+
+#: Stands in for the checksum the library's readers expect at the end of an event (see the module docstring).
+_CHECKSUM_FILLER = b"\x00" * 4
+
 
 _STREAM_EVENTS = (
     GtidEvent,
@@ -425,7 +482,7 @@ _STREAM_EVENTS = (
     DeleteRowsEvent,
     RotateEvent,
     HeartbeatLogEvent,
-    NotImplementedEvent,  # to notice compressed and anonymous transactions instead of skipping them
+    NotImplementedEvent,  # compressed transactions, and anonymous ones to refuse instead of skipping them
 )
 _SKIPPED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT")
 
@@ -489,9 +546,9 @@ class BinlogReader:
     A transaction whose GTID is in ``after`` or was already yielded is skipped whole. Row events
     of tables for which ``only_tables(database, table)`` is false are not yielded.
     ``replica_server_id`` must differ from every other replica's and reader's ``server_id`` on the
-    source (the server drops the older of two streams with the same id). XA, compressed
-    (``binlog_transaction_compression``) and anonymous transactions raise
-    :class:`BinlogStreamError` rather than being skipped.
+    source (the server drops the older of two streams with the same id). Compressed transactions
+    (``binlog_transaction_compression``) yield the same items as uncompressed ones. XA and
+    anonymous transactions raise :class:`BinlogStreamError` rather than being skipped.
     """
 
     def __init__(
@@ -636,10 +693,7 @@ class BinlogReader:
                 f"XA transaction {self._open_gtid} found: XA PREPARE/COMMIT transactions are not supported"
             )
         elif event.event_type == TRANSACTION_PAYLOAD_EVENT:
-            raise BinlogStreamError(
-                "compressed binlog transaction found: set binlog_transaction_compression=OFF on the source "
-                "(compressed transactions are not supported yet)"
-            )
+            yield from self._payload(event)
         elif event.event_type == ANONYMOUS_GTID_LOG_EVENT:
             raise BinlogStreamError(
                 "anonymous (GTID-less) transaction found in a binlog written before gtid_mode=ON; "
@@ -658,6 +712,26 @@ class BinlogReader:
             position = int(packet.log_pos) - int(packet.event_size)
             yield TransactionStart(
                 data.gtid, data.immediate_commit_ts_us, data.original_commit_ts_us, self._binlog_file, position
+            )
+
+    def _payload(self, event: Any) -> Iterator[BinlogItem]:
+        """The items of a compressed transaction: those of the events inside its payload, which
+        holds the whole transaction after its GTID event (``BEGIN`` to ``COMMIT``)."""
+        self._require_transaction(event)
+        gtid, where = self._open_gtid, f"binlog {self._binlog_file}, end position {event.packet.log_pos}"
+        body = memoryview(event.packet.packet.get_all_data())[20 : 20 + int(event.event_size)]
+        try:
+            for inner in self._stream.payload_events(body):
+                yield from self._items_for(inner)
+        except TransactionPayloadError as exc:
+            raise BinlogStreamError(
+                f"compressed transaction {gtid} ({where}) cannot be read: {exc}; "
+                "inspect it with mysqlbinlog --verbose on the source"
+            ) from None
+        if self._open_gtid is not None:
+            raise BinlogStreamError(
+                f"compressed transaction {gtid} ({where}): its payload ends before its commit; "
+                "inspect it with mysqlbinlog --verbose on the source"
             )
 
     def _query(self, event: Any) -> Iterator[BinlogItem]:

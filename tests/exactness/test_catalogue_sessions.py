@@ -146,9 +146,6 @@ def test_session_partial_json_with_minimal_row_image(pipeline_for: NewPipeline) 
 # -- transaction compression ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: capture stops at a compressed transaction (BinlogStreamError) instead of reading it"
-)
 def test_session_binlog_transaction_compression(pipeline_for: NewPipeline) -> None:
     """Small transactions, a large one (20,000 rows, several MB), and transactions over several
     tables, all compressed; DDL between them."""

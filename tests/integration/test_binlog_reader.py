@@ -36,6 +36,7 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from testbed.mysql import tool_env
 from tests.conftest import INSTANCE_PREFIX
 from tests.mysql_servers import MySqlTestServer, running_local
 
@@ -140,13 +141,11 @@ def test_tagged_and_untagged_transactions_interleaved(server: MySqlTestServer) -
 
 def mysqlbinlog_commit_timestamps(server: MySqlTestServer) -> dict[Gtid, tuple[int, int]]:
     """``{gtid: (immediate, original)}`` as ``mysqlbinlog`` prints them for the server's binlogs."""
-    import local_mysql
-
     assert server.local is not None
     files = sorted(str(path) for path in server.local.datadir.glob("binlog.[0-9]*"))
     output = subprocess.run(
         [*server.local.mysqlbinlog_argv(), *files],
-        env=local_mysql.tool_env(),
+        env=tool_env(),
         capture_output=True,
         text=True,
         check=True,

@@ -34,7 +34,7 @@ from airflow_provider_mysql_cdc.mysql.client import connection_to
 from tests.mysql_servers import MySqlTestServer, start_local, stop_local
 
 REPLICATION_USER = "repl"
-#: Settings of the replica (on top of local_mysql's defaults: GTIDs, ROW binlog, FULL images);
+#: Settings of the replica (on top of testbed.mysql's defaults: GTIDs, ROW binlog, FULL images);
 #: ``super_read_only`` is set once the accounts exist.
 REPLICA_SETTINGS = {
     "replica_parallel_workers": "1",
@@ -171,7 +171,7 @@ def running_replica(
     )
     server = start_local(name, REPLICA_SETTINGS)
     try:
-        # read_only cannot be a start-up setting: local_mysql creates the accounts after start-up.
+        # read_only cannot be a start-up setting: testbed.mysql creates the accounts after start-up.
         statements = [
             "STOP REPLICA",
             "RESET REPLICA ALL",
