@@ -49,6 +49,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
 )
 from airflow_provider_mysql_cdc.apply.schema_alignment import (
     ColumnAlteration,
+    ColumnBackfill,
     WindowTableChanges,
     plan_window_changes,
     version_renames,
@@ -203,14 +204,28 @@ def _final_version(step: ApplyWindow, table_schemas: Sequence[SchemaVersionInfo]
     return None
 
 
-def _updated_value(column: str, partial: bool) -> str:
-    """The MERGE's new value of a target column: the staged one, or the target's own where a partial row
-    image lacks the column."""
+def _updated_value(column: str, partial: bool, backfill: str | None = None) -> str:
+    """The MERGE's new value of a target column: the staged one, or, where a partial row image lacks the
+    column, the target's own, or ``backfill`` (an expression) for a column the window added: the row
+    existed when it was added and no image since has set it, so it holds the value MySQL gave it then."""
     staged = f"s.{quote(column)}"
     if not partial:
         return staged
     absent = f"s.{PARTIAL_COLUMN} IS NOT NULL AND map_contains_key(s.{PARTIAL_COLUMN}, {sql_string(column)})"
-    return f"CASE WHEN {absent} THEN t.{quote(column)} ELSE {staged} END"
+    return f"CASE WHEN {absent} THEN {backfill or f't.{quote(column)}'} ELSE {staged} END"
+
+
+def _backfill_values(
+    backfills: Sequence[ColumnBackfill], types: dict[str, str], args: dict[str, Any]
+) -> dict[str, str]:
+    """The value of each column the window added, as a typed MERGE expression, by the target column's
+    lower-case name (``types``: its Spark type by that name); the values go into ``args``."""
+    values = {}
+    for index, backfill in enumerate(backfills):
+        args[f"cdc_backfill_{index}"] = backfill.value
+        column_type = types.get(backfill.column.lower(), "string")
+        values[backfill.column.lower()] = f"CAST(:cdc_backfill_{index} AS {column_type})"
+    return values
 
 
 def _json_columns(final: SchemaVersionInfo | None, columns: Sequence[str]) -> list[str]:
@@ -509,8 +524,8 @@ class TableApplier:
         args: dict[str, Any] = {}
         # With NOT MATCHED BY SOURCE the join is a full outer join: every target row takes part anyway.
         full_outer = replace_rest or bool(backfills)
+        types = {c.lower(): t for c, t in target_columns}
         if changes is not None and not full_outer and key_filter_pays_off(self._target_rows(), changed_rows):
-            types = {c.lower(): t for c, t in target_columns}
             key_types = [types.get(k.lower(), "") for k in keys]
             if key_filter_applies(key_types) and all(k.lower() in source_names for k in keys):
                 key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
@@ -522,7 +537,10 @@ class TableApplier:
                     on += f" AND ({condition})"
                     args[KeyFilter.PARAMETER] = key_filter.parameter()
         partial = PARTIAL_COLUMN in source_names
-        updates = ", ".join(f"t.{quote(c)} = {_updated_value(c, partial)}" for c, _ in target_columns)
+        backfilled = _backfill_values(backfills, types, args)
+        updates = ", ".join(
+            f"t.{quote(c)} = {_updated_value(c, partial, backfilled.get(c.lower()))}" for c, _ in target_columns
+        )
         names = ", ".join(quote(c) for c, _ in target_columns)
         values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
         # A partial row whose key the target lacks has nothing to complete it: it is not inserted.
@@ -531,10 +549,7 @@ class TableApplier:
         if replace_rest:
             untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
         elif backfills:
-            settings = []
-            for index, backfill in enumerate(backfills):
-                args[f"cdc_backfill_{index}"] = backfill.value
-                settings.append(f"t.{quote(backfill.column)} = :cdc_backfill_{index}")
+            settings = [f"t.{quote(b.column)} = {backfilled[b.column.lower()]}" for b in backfills]
             untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
         view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
         statement = (

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from airflow_provider_mysql_cdc.apply.schema_alignment import ColumnBackfill, WindowTableChanges
 from airflow_provider_mysql_cdc.apply.staged_rows import (
@@ -16,6 +17,7 @@ from airflow_provider_mysql_cdc.apply.staged_rows import (
     fold_partial_rows,
     key_match,
     last_change_per_key,
+    renamed_partial_keys,
     temporal_keys,
     window_rows,
 )
@@ -101,3 +103,24 @@ def test_rows_before_a_backfilled_column_existed_get_its_value(spark: SparkSessi
     kept = by_id(window_rows(frame(spark, rows), changes))
     assert set(kept) == {2, 3}  # nothing at or before the TRUNCATE
     assert kept[2]["a"] == 42 and kept[3]["a"] == 7
+
+
+def test_absent_columns_of_a_partial_image_follow_their_identity(spark: SparkSession) -> None:
+    """A partial image names its absent columns as they were named when it was staged: after a swap of
+    two names they are read under the other name; a column whose identity is gone is not absent any
+    more (a column added later under its name is another one), and a map left empty is NULL."""
+    rows = [
+        (1, 0, None, None, {"a": "", "j": ""}, "u", 1),
+        (2, 0, None, None, {"a": ""}, "u", 2),
+        (3, 0, None, None, {"gone": ""}, "u", 3),
+        (4, 0, None, None, None, "c", 4),
+    ]
+    renamed = frame(spark, rows).withColumn(
+        "_cdc_partial", renamed_partial_keys(F.col("_cdc_partial"), {"a": "j", "j": "a", "id": "id"})
+    )
+    assert {row["id"]: row["_cdc_partial"] for row in renamed.collect()} == {
+        1: {"j": "", "a": ""},
+        2: {"j": ""},
+        3: None,
+        4: None,
+    }
