@@ -204,7 +204,7 @@ def _final_version(step: ApplyWindow, table_schemas: Sequence[SchemaVersionInfo]
     return None
 
 
-def _updated_value(column: str, partial: bool, backfill: str | None = None) -> str:
+def merge_update_value(column: str, partial: bool, backfill: str | None = None) -> str:
     """The MERGE's new value of a target column: the staged one, or, where a partial row image lacks the
     column, the target's own, or ``backfill`` (an expression) for a column the window added: the row
     existed when it was added and no image since has set it, so it holds the value MySQL gave it then."""
@@ -215,7 +215,7 @@ def _updated_value(column: str, partial: bool, backfill: str | None = None) -> s
     return f"CASE WHEN {absent} THEN {backfill or f't.{quote(column)}'} ELSE {staged} END"
 
 
-def _backfill_values(
+def backfill_expressions(
     backfills: Sequence[ColumnBackfill], types: dict[str, str], args: dict[str, Any]
 ) -> dict[str, str]:
     """The value of each column the window added, as a typed MERGE expression, by the target column's
@@ -537,9 +537,9 @@ class TableApplier:
                     on += f" AND ({condition})"
                     args[KeyFilter.PARAMETER] = key_filter.parameter()
         partial = PARTIAL_COLUMN in source_names
-        backfilled = _backfill_values(backfills, types, args)
+        backfilled = backfill_expressions(backfills, types, args)
         updates = ", ".join(
-            f"t.{quote(c)} = {_updated_value(c, partial, backfilled.get(c.lower()))}" for c, _ in target_columns
+            f"t.{quote(c)} = {merge_update_value(c, partial, backfilled.get(c.lower()))}" for c, _ in target_columns
         )
         names = ", ".join(quote(c) for c, _ in target_columns)
         values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
