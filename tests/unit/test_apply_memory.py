@@ -10,6 +10,7 @@ import pytest
 from airflow_provider_mysql_cdc.apply.memory import (
     BASE_HEAP_BYTES,
     GIB,
+    MEMORY_STEP,
     MIB,
     ROW_HEAP_FACTOR,
     LargestRow,
@@ -119,12 +120,23 @@ def test_the_footprint_of_windows_counts_the_snapshots_they_load(tmp_path: Path)
     assert staged_footprint(staging, 4, 5) == StagedFootprint("p", "4..5")
 
 
+#: (largest row, tasks at once, heap that died, heap that passed), in MiB (see ``apply.memory``).
+MEASURED = [
+    (64, 1, 1280, 1536),
+    (64, 2, 2304, 2816),  # a few 64 MiB rows in the window
+    (64, 2, 2816, 3072),  # sixteen 64 MiB rows in one window
+    (128, 2, 3584, 4864),
+]
+
+
 def test_heap_grows_with_the_largest_row_and_the_tasks_running_at_once() -> None:
     assert heap_needed(0, 2) == BASE_HEAP_BYTES
-    assert heap_needed(64 * MIB, 1) == 1792 * MIB  # measured: 1280 MiB died, 1536 MiB passed
-    assert heap_needed(64 * MIB, 2) == 2816 * MIB  # measured: 2304 MiB died, 2816 MiB passed
-    assert heap_needed(128 * MIB, 2) == 4864 * MIB  # measured: 3584 MiB died, 4864 MiB passed
+    assert heap_needed(64 * MIB, 1) == 2048 * MIB
+    assert heap_needed(64 * MIB, 2) == 3328 * MIB
+    assert heap_needed(128 * MIB, 2) == 5888 * MIB
     assert heap_needed(64 * MIB, 4) - heap_needed(64 * MIB, 2) == 2 * ROW_HEAP_FACTOR * 64 * MIB
+    for row, tasks, died, passed in MEASURED:  # every measurement, with a step to spare
+        assert heap_needed(row * MIB, tasks) >= passed * MIB + MEMORY_STEP > died * MIB
 
 
 def test_memory_settings_parse_and_print_as_spark_writes_them() -> None:
@@ -176,15 +188,15 @@ def test_a_user_set_memory_that_is_too_small_is_a_named_error() -> None:
 
 
 def test_a_cluster_master_needs_the_executor_memory_set() -> None:
-    with pytest.raises(SparkMemoryTooSmallError, match=r"set spark\.executor\.memory=1792m in the apply's conf"):
+    with pytest.raises(SparkMemoryTooSmallError, match=r"set spark\.executor\.memory=2048m in the apply's conf"):
         plan_spark_memory(_footprint(64 * MIB), "yarn", {})
     with pytest.raises(
-        SparkMemoryTooSmallError, match=r"spark\.executor\.memory is 1536m: set spark\.executor\.memory=2816m"
+        SparkMemoryTooSmallError, match=r"spark\.executor\.memory is 1536m: set spark\.executor\.memory=3328m"
     ):
         plan_spark_memory(
             _footprint(64 * MIB), "k8s://https://k:443", {"spark.executor.cores": "2"}, executor_memory="1536m"
         )
-    assert plan_spark_memory(_footprint(64 * MIB), "yarn", {"spark.executor.memory": "1792m"}) == {
+    assert plan_spark_memory(_footprint(64 * MIB), "yarn", {"spark.executor.memory": "2048m"}) == {
         "spark.sql.parquet.columnarReaderBatchSize": "1"
     }
 
