@@ -660,11 +660,17 @@ class TableApplier:
                 self._write_changelog(windows)
             final = self.read_state() if self._exists(self.target) else None
             self.report.state = asdict(final) if final else {}
+            # Whether this run or an earlier one left the table waiting: a retried task says so again.
+            self.report.rebuild = final.rebuild_pending if final else ""
             if self.report.rebuild.startswith(f"{TableWithoutKeyError.__name__}: "):
-                raise TableWithoutKeyError(f"{self.table_name} stops at {self.report.rebuild.split(': ', 1)[1]}")
+                raise TableWithoutKeyError(
+                    f"{self.table_name} of pipeline {self.config.pipeline!r} stops at "
+                    f"{self.report.rebuild.split(': ', 1)[1]}"
+                )
             if self.report.rebuild and self.config.schema_change_policy == SCHEMA_CHANGE_STOP:
                 raise RebuildPendingError(
-                    f"{self.table_name} stops at {self.report.rebuild}: its target cannot follow that change. "
+                    f"{self.table_name} of pipeline {self.config.pipeline!r} stops at {self.report.rebuild}: its "
+                    "target cannot follow that change. "
                     f"Re-snapshot it (trigger a run with resnapshot=[{self.table_name!r}]), or set the pipeline's "
                     "schema_change_policy to 'rebuild' to have the next run do it; the other tables go on"
                 )

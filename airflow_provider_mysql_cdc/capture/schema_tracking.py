@@ -375,6 +375,9 @@ class SchemaTracker:
         def event(kind: str, **details: object) -> SchemaEvent:
             return SchemaEvent(ref.database, ref.table, seq, gtid, kind, reason=text, **details)  # type: ignore[arg-type]
 
+        def rebuild(why: str, error_class: str = "") -> SchemaEvent:
+            return self.rebuild(ref, seq, gtid, f"{why} (by: {text})", error_class)
+
         if isinstance(effect, ColumnAdded):
             backfill = effect.backfill
             if isinstance(backfill, Known) and backfill.invalid_text is None:
@@ -387,7 +390,7 @@ class SchemaTracker:
                     )
                 ]
             why = backfill.reason if not isinstance(backfill, Known) else f"the invalid value {backfill.invalid_text}"
-            return [self.rebuild(ref, seq, gtid, f"column {effect.name!r} added; its value in existing rows: {why}")]
+            return [rebuild(f"column {effect.name!r} added; its value in existing rows: {why}")]
         if isinstance(effect, ColumnDropped):
             return [event(COLUMN_DROPPED, column_id=effect.column_id, name=effect.name)]
         if isinstance(effect, ColumnRenamed):
@@ -396,7 +399,7 @@ class SchemaTracker:
             if effect.values_preserved and _iceberg_widens(column_spec(effect.old), column_spec(effect.new)):
                 return [event(COLUMN_RETYPED, column_id=effect.column_id, name=effect.name)]
             change = f"column {effect.name!r} changed from {effect.old.type_text} to {effect.new.type_text}"
-            return [self.rebuild(ref, seq, gtid, f"{change}: {effect.reason}")]
+            return [rebuild(f"{change}: {effect.reason}")]
         if isinstance(effect, KeyChanged):
             if self._same_key_columns(ref, effect):
                 return []  # its columns renamed or retyped: their own effects say whether that is followed
@@ -406,11 +409,11 @@ class SchemaTracker:
                     "by key. Add a primary key (or a unique NOT NULL key) in MySQL, or name key_columns for it, "
                     "or exclude it; the next snapshot then reads it again"
                 )
-                return [self.rebuild(ref, seq, gtid, keyless, "TableWithoutKeyError")]
+                return [rebuild(keyless, "TableWithoutKeyError")]
             change = f"primary key changed from {list(effect.old_key)} to {list(effect.new_key)}"
-            return [self.rebuild(ref, seq, gtid, change)]
+            return [rebuild(change)]
         assert isinstance(effect, DataChangeUnknown)
-        return [self.rebuild(ref, seq, gtid, effect.reason)]
+        return [rebuild(effect.reason)]
 
     def _same_key_columns(self, ref: TableRef, effect: KeyChanged) -> bool:
         """Whether a primary key is made of the same column identities before and after a statement."""

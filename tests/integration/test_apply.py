@@ -192,7 +192,8 @@ def test_gap_and_unsupported_schema_change_stop_only_that_table(
     apply(spark, pipeline, 1, 2)
     _check(spark, mysql_server, db, CUSTOMER_COLUMNS)
 
-    # A type change the target cannot hold stops that table; the other table of the window applies.
+    # A type change the target cannot hold: under the 'stop' policy that table stops with a named error
+    # that says what to do; the other table of the window applies.
     mysql_server.execute(
         f"ALTER TABLE {db}.customers MODIFY balance VARCHAR(20)",
         f"UPDATE {db}.customers SET balance = 'n/a' WHERE id = 3",
@@ -200,19 +201,27 @@ def test_gap_and_unsupported_schema_change_stop_only_that_table(
     )
     gtid_of_alter = str(mysql_server.execute("SELECT @@GLOBAL.gtid_executed")[0][0])
     assert pipeline.capture("run-3").window_id == 3
-    report = run_apply(spark, config(pipeline, 3))
+    report = run_apply(spark, config(pipeline, 3, schema_change_policy="stop"))
     assert report["failed"] == [f"{db}.customers"]
-    error = report["tables"][f"{db}.customers"]["error"]
-    assert "column 'balance' changed from decimal(10,2) to string" in error
-    assert "ALTER TABLE" in error and "MODIFY balance VARCHAR(20)" in error and "window 3" in error
+    customers = report["tables"][f"{db}.customers"]
+    assert customers["error_class"] == "RebuildPendingError"
+    error = customers["error"]
+    assert "column 'balance'" in error and "window 3" in error and "resnapshot=['apply_errors.customers']" in error
     assert "GTID " in error and gtid_of_alter.split(":", maxsplit=1)[0] in error
     assert report["tables"][f"{db}.lines"]["status"] == "applied"
     assert iceberg_rows(spark, f"{CATALOG}.{db}.lines", LINE_COLUMNS) == mysql_rows(
         mysql_server, f"{db}.lines", LINE_COLUMNS
     )
-    # The stopped table still holds window 2's state.
+    # The table took window 3 up to the change and waits for a fresh snapshot; a later window does not
+    # move it on its own.
     state = AppliedState.from_summary(cdc_commits(spark, f"{CATALOG}.{db}.customers")[-1], "customers")
-    assert state is not None and state.window_id == 2
+    assert state is not None and state.window_id == 3 and "column 'balance'" in state.rebuild_pending
+    mysql_server.execute(f"UPDATE {db}.customers SET name = 'w4' WHERE id = 1")
+    assert pipeline.capture("run-4").window_id == 4
+    report = run_apply(spark, config(pipeline, 4))
+    assert report["failed"] == [f"{db}.customers"]
+    assert report["tables"][f"{db}.customers"]["error_class"] == "RebuildPendingError"
+    assert "waits for a fresh snapshot since window 3" in report["tables"][f"{db}.customers"]["error"]
 
 
 def test_history_mode_keeps_every_change_in_a_changelog_table(

@@ -124,7 +124,7 @@ def snapshot(
     converted = [converter.convert(row) for row in rows]
     # The column-at-a-time conversion gives the same values.
     assert [tuple(row) for row in zip(*converter.convert_columns(rows), strict=True)] == converted
-    staged = [(*values, "r", None, seq, None) for seq, values in enumerate(converted)]
+    staged = [(*values, None, "r", None, seq, None) for seq, values in enumerate(converted)]
     table_staged = pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in staged], schema)
     # ... and so does the fast reader the snapshot engine uses (test_snapshot_fast_reader.py: in detail).
     assert pa.Table.from_batches(fast, schema).equals(table_staged)

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_mysql_cdc.apply.plan import UnsupportedSchemaChangeError
+from airflow_provider_mysql_cdc.apply.plan import RebuildPendingError
 from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, WarehouseUnreachableError, run_apply
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, CaptureResult, capture_window
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
@@ -710,22 +710,28 @@ def test_damaged_staging_stops_the_apply_before_its_merge(
 
 
 @pytest.mark.spark
-def test_a_type_change_the_target_cannot_hold_stops_that_table(
+def test_a_type_change_the_target_cannot_hold_stops_that_table_under_the_stop_policy(
     spark: Any, altered: Applied, mysql_server: MySqlTestServer
 ) -> None:
-    lake, staging = altered.lake(spark), tree(altered.pipeline.staging)
-    report = run_apply(spark, altered.config(2))
+    """The pipeline says 'stop' on changes its targets cannot follow: the table keeps its rows and
+    stops with a named error that says what changed, where, and what to do; the staging stays as it is."""
+    (_, rows), staging = altered.lake(spark), tree(altered.pipeline.staging)
+    report = run_apply(spark, altered.config(2, schema_change_policy="stop"))
     table = f"{altered.database}.t"
     assert report["failed"] == [table]
-    assert report["tables"][table]["error_class"] == UnsupportedSchemaChangeError.__name__
+    assert report["tables"][table]["error_class"] == RebuildPendingError.__name__
     message = report["tables"][table]["error"]
-    assert "column 'balance' changed from decimal(10,2) to string" in message
-    assert f"ALTER TABLE {altered.database}.t MODIFY balance VARCHAR(20)" in message
-    assert f"in window 2 of pipeline '{altered.database}'" in message
-    assert "re-create the target (drop it and re-snapshot the table) or change the column back in MySQL" in message
+    assert "column 'balance' changed from decimal(10,2) to varchar(20)" in message
+    assert f"by: ALTER TABLE {altered.database}.t MODIFY balance VARCHAR(20)" in message
+    assert f"of pipeline '{altered.pipeline.name}' stops at window 2 (GTID " in message
+    assert f"resnapshot=[{table!r}]" in message and "schema_change_policy to 'rebuild'" in message
     assert_secret_free(message, mysql_server.cdc.password)
-    assert altered.lake(spark) == lake
+    assert altered.lake(spark)[1] == rows
     assert tree(altered.pipeline.staging) == staging
+    # It stays stopped: the same window again names the wait and the way out.
+    again = run_apply(spark, altered.config(2, schema_change_policy="stop"))
+    assert again["failed"] == [table] and again["tables"][table]["error_class"] == RebuildPendingError.__name__
+    assert altered.lake(spark)[1] == rows
 
 
 @pytest.mark.spark
