@@ -54,7 +54,8 @@ def capture_rss_bound_mb(after_imports_mb: float, row_group_bytes: int, largest_
     crossed it), their Arrow copy and the Parquet writer's page and compressed page while a row group is
     written (each at most a row group or one row), so 4 x (budget + event); and the largest row event
     read (PyMySQL joins its packets, then copies them: twice), its decoded images and one more for the
-    allocators' slack: 4 x event more. Measured: 748 MB with 128 MiB UPDATE events, 398 MB for 16 MiB rows."""
+    allocators' slack: 4 x event more. Measured: 620 to 748 MB with 128 MiB UPDATE events, 398 and 416 MB
+    for 16 MiB rows."""
     return after_imports_mb + (4 * (row_group_bytes + largest_event_bytes) + 4 * largest_event_bytes) / MIB
 
 
