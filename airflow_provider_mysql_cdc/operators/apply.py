@@ -315,7 +315,10 @@ class SparkApplyOperator(SparkSubmitOperator):
 
     @staticmethod
     def _failure_text(report: Mapping[str, Any]) -> str:
-        errors = "; ".join(f"{name}: {report['tables'][name]['error']}" for name in report["failed"])
+        errors = "; ".join(
+            f"{name}: {report['tables'][name].get('error_class') or 'error'}: {report['tables'][name]['error']}"
+            for name in report["failed"]
+        )
         return f"the apply could not apply {len(report['failed'])} table(s), the others were applied: {errors}"
 
     @staticmethod
