@@ -105,6 +105,9 @@ TARGET_PROPERTIES = {
     "write.delete.mode": "merge-on-read",
     "write.merge.isolation-level": "serializable",
     "write.parquet.compression-codec": "zstd",
+    # Check the row group's size from the first row on (Iceberg's default waits for 100 rows): a task
+    # writing rows of many MiB otherwise buffers 100 of them before its first check.
+    "write.parquet.row-group-check-min-record-count": "1",
 }
 #: The staged column that only drives the MERGE (it is kept in changelog tables).
 OP_COLUMN = "_cdc_op"

@@ -70,7 +70,12 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
         staging.verify_files(published)  # written by an older provider: kept as it is, never rewritten
         log.info("window %s was published in staging format %s; reused", window.window_id, published.format_version)
         return _result(published, staging, reused=True)
-    writer = WindowStagingWriter(staging, window.window_id, row_group_rows=request.row_group_rows)
+    writer = WindowStagingWriter(
+        staging,
+        window.window_id,
+        row_group_rows=request.row_group_rows,
+        row_group_bytes=request.row_group_bytes,
+    )
     try:
         state = read_window(request, source, store, window, bound, writer)
     except BinlogPurgedError:
@@ -149,7 +154,7 @@ def _republish(
     if window.upper != upper:
         writer.discard()
         raise WindowIncompleteError(f"window {window.window_id}: re-read reached {upper}, expected {window.upper}")
-    if published is not None and published.to_json() == manifest.to_json():
+    if published is not None and published.to_json() == _as_published(manifest, published).to_json():
         try:
             staging.verify_files(published)
         except CorruptStagingError as exc:
@@ -166,6 +171,12 @@ def _republish(
         )
     writer.publish(manifest)  # the published manifest or one of its files was missing or damaged: rewrite
     return _result(manifest, staging, reused=False)
+
+
+def _as_published(manifest: StagingManifest, published: StagingManifest) -> StagingManifest:
+    """A re-read window's manifest in the form ``published`` was written in: without ``max_row_bytes``
+    when the published one was written before files recorded it (its files are then kept as they are)."""
+    return manifest if published.records_max_row_bytes() else manifest.without_max_row_bytes()
 
 
 def _result(manifest: StagingManifest, staging: Staging, *, reused: bool) -> CaptureResult:

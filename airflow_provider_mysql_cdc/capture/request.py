@@ -18,6 +18,7 @@ from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
     TransientCdcError,
 )
+from airflow_provider_mysql_cdc.staging.writer import DEFAULT_ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_ROWS
 
 
 class CaptureDivergedError(TerminalCdcError):
@@ -42,7 +43,9 @@ class CaptureRequest:
     #: Frontier of a brand-new pipeline; None means ``@@gtid_executed`` when it is registered.
     initial_frontier: GtidSet | None = None
     replica_server_id: int = 4_000_001
-    row_group_rows: int = 50_000
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    #: Bytes of staged rows held in memory before they are written (and the most bytes of a row group).
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):

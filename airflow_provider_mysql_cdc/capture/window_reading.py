@@ -124,6 +124,8 @@ class WindowReader:
         self.schemas: dict[tuple[str, str, int], SchemaVersionInfo] = {}
         self.current: TransactionStart | None = None
         self._current_gtid_text = ""
+        #: Binlog bytes per row image of the row event being staged (what the writer's byte budget counts).
+        self._image_bytes = 0
         self._last_progress = time.monotonic()
         self._started = time.monotonic()
 
@@ -191,7 +193,15 @@ class WindowReader:
         seq = self._next_seq()
         row = (*converted, partial, op, self._current_gtid_text, seq, self.current.commit_ts_us)
         self.writer.add(
-            item.database, item.table, version.schema_version, version.schema, row, op, seq, partial=partial is not None
+            item.database,
+            item.table,
+            version.schema_version,
+            version.schema,
+            row,
+            op,
+            seq,
+            approx_bytes=self._image_bytes,
+            partial=partial is not None,
         )
         self.rows += 1
 
@@ -227,9 +237,16 @@ class WindowReader:
         found = row_images(item.event)
         if found is not None and version.decoder is not None:
             images = version.decoder.images(*found, f"{item.database}.{item.table}")
+            self._share_event_bytes(item, len(images))
             self._stage_complete(item, version, images, handoff, key_at)
         else:
             self._stage_decoded(item, version, handoff, key_at)
+
+    def _share_event_bytes(self, item: RowsEvent, images: int) -> None:
+        """Each of the ``images`` row images of ``item`` counts for an equal share of the event's binlog
+        bytes (an update's before and after images are two): what the staging writer's byte budget and
+        ``max_row_bytes`` count."""
+        self._image_bytes = int(getattr(item.event, "event_size", 0)) // max(images, 1)
 
     def _stage_complete(
         self,
@@ -271,6 +288,7 @@ class WindowReader:
         where = f"{item.database}.{item.table}"
         convert = version.converter.convert_partial
         rows = decoded_rows(item.event)
+        self._share_event_bytes(item, len(rows) * (2 if item.kind == "update" else 1))
         if item.kind == "insert":
             for row in rows:
                 image = convert(row["values"])
@@ -335,6 +353,7 @@ class WindowReader:
             version.schema,
             images,
             (op, self._current_gtid_text, first_seq, self.current.commit_ts_us),
+            approx_bytes=self._image_bytes * len(images),
         )
         self.rows += len(images)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
@@ -20,7 +20,8 @@ from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
 
 MANIFEST_NAME = "_manifest.json"
 #: 2: column identities in schema versions, ``schema_events``, ``rebuilds_pending``, the ``_cdc_partial``
-#: column and ``StagedFile.partial_rows``. Version 1 manifests are still read.
+#: column and ``StagedFile.partial_rows``; ``StagedFile.max_row_bytes`` is optional (0 where absent).
+#: Version 1 manifests are still read.
 MANIFEST_FORMAT_VERSION = 2
 READABLE_FORMAT_VERSIONS = frozenset({1, 2})
 #: ``_cdc_seq = window_id << SEQ_BITS | position``: strictly increasing in binlog order within a
@@ -87,6 +88,10 @@ class StagedFile:
     last_seq: int
     #: Rows whose ``_cdc_partial`` is set (row images without every column, JSON diffs).
     partial_rows: int = 0
+    #: Bytes of the file's largest row, what the apply sizes Spark's memory from: for a window, the row's
+    #: share of its binlog row event; for a snapshot chunk, 8 per column plus the lengths of its text
+    #: and binary values. 0 when the writer did not record it (manifests written before it existed).
+    max_row_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,14 @@ class StagingManifest:
             for op, count in staged.op_counts.items():
                 totals[op] += count
         return totals
+
+    def records_max_row_bytes(self) -> bool:
+        """Whether its files record ``max_row_bytes`` (a manifest written before that field has only 0)."""
+        return any(staged.max_row_bytes for staged in self.files)
+
+    def without_max_row_bytes(self) -> StagingManifest:
+        """This manifest as a writer that did not record ``max_row_bytes`` would have published it."""
+        return replace(self, files=tuple(replace(staged, max_row_bytes=0) for staged in self.files))
 
     def table_counts(self) -> dict[str, dict[str, int]]:
         """Rows by op for each ``db.table``."""

@@ -100,7 +100,10 @@ class SparkApplyOperator(SparkSubmitOperator):
         is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
 
     With no window to apply (``windows`` renders to None or "": the capture found the run's interval
-    already covered) the task succeeds without starting Spark.
+    already covered) the task succeeds without starting Spark. Before submitting, Spark's memory is
+    sized from the largest staged row of the windows (:mod:`airflow_provider_mysql_cdc.apply.memory`): a
+    local master's driver memory is raised when big rows need it, and memory given too small (or a
+    cluster's executor memory not given) fails with ``SparkMemoryTooSmallError`` naming the setting.
     """
 
     template_fields: Sequence[str] = (
@@ -218,8 +221,10 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.application_args = self.application_arguments(self.report_uri)
         if not self.jars and not self.packages:
             self.packages = ICEBERG_PACKAGE
-        if self._get_hook()._connection["master"].startswith("local"):
+        master = str(self._get_hook()._connection["master"])
+        if master.startswith("local"):
             self.env_vars = {**self._local_env(), **(self.env_vars or {})}
+        self._size_memory(staging, master)
         self._hook = self._get_hook()
         try:
             super().execute(context)
@@ -235,6 +240,32 @@ class SparkApplyOperator(SparkSubmitOperator):
         self._record(report)
         self._emit_asset_events(context, report)
         return self._xcom(report)
+
+    def _size_memory(self, staging: Staging, master: str) -> None:
+        """Give Spark the memory the windows' largest staged row needs, or fail before submitting with
+        :class:`~airflow_provider_mysql_cdc.apply.memory.SparkMemoryTooSmallError` (see that module)."""
+        from airflow_provider_mysql_cdc.apply.memory import MIB, plan_apply_memory
+        from airflow_provider_mysql_cdc.apply.spark_job import parse_windows
+
+        first, last = parse_windows(str(self.windows))
+        footprint, settings = plan_apply_memory(
+            staging,
+            first,
+            last,
+            master,
+            self.conf or {},
+            driver_memory=self._driver_memory,
+            executor_memory=self._executor_memory,
+        )
+        if "spark.driver.memory" in settings:
+            self._driver_memory = settings.pop("spark.driver.memory")
+            self.log.info(
+                "the largest staged row of windows %s is %.1f MiB: driver memory %s",
+                footprint.windows,
+                footprint.largest.bytes / MIB if footprint.largest else 0.0,
+                self._driver_memory,
+            )
+        self.conf = {**(self.conf or {}), **settings}
 
     def _emit_asset_events(self, context: Context, report: Mapping[str, Any]) -> None:
         """An Asset event per target table that got new commits, through the task's AssetAlias outlet."""
@@ -284,7 +315,10 @@ class SparkApplyOperator(SparkSubmitOperator):
 
     @staticmethod
     def _failure_text(report: Mapping[str, Any]) -> str:
-        errors = "; ".join(f"{name}: {report['tables'][name]['error']}" for name in report["failed"])
+        errors = "; ".join(
+            f"{name}: {report['tables'][name].get('error_class') or 'error'}: {report['tables'][name]['error']}"
+            for name in report["failed"]
+        )
         return f"the apply could not apply {len(report['failed'])} table(s), the others were applied: {errors}"
 
     @staticmethod

@@ -80,8 +80,8 @@ from airflow_provider_mysql_cdc.snapshot.defaults import (
     DEFAULT_FETCH_ROWS,
     DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS,
 )
-from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
-from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, StagingWriter
+from airflow_provider_mysql_cdc.snapshot.fast_reader import FETCH_BYTES, staged_record_batches
+from airflow_provider_mysql_cdc.staging import DEFAULT_ROW_GROUP_BYTES, SnapshotChunkWriter, Staging, StagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import (
     FrontierConflictError,
     FrontierStore,
@@ -128,6 +128,10 @@ class SnapshotRequest:
     key_columns: Mapping[str, Sequence[str]] = field(default_factory=dict)
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     fetch_rows: int = DEFAULT_FETCH_ROWS
+    #: Most bytes of row packets read per batch (a larger row is a batch of its own).
+    fetch_bytes: int = FETCH_BYTES
+    #: Bytes of rows the staging writer holds before writing them (and the most bytes of a row group).
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     lock_wait_timeout_seconds: int = DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS
     #: Most chunks one snapshot may have (Airflow maps at most ``[core] max_map_length`` tasks);
     #: checked before the snapshot is recorded.
@@ -142,6 +146,8 @@ class SnapshotRequest:
         for name, value in (
             ("chunk_rows", self.chunk_rows),
             ("fetch_rows", self.fetch_rows),
+            ("fetch_bytes", self.fetch_bytes),
+            ("row_group_bytes", self.row_group_bytes),
             ("max_chunks", self.max_chunks),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -598,6 +604,7 @@ def snapshot_chunk(
         chunk.table,
         chunk.chunk_no,
         label=f"chunk {chunk.chunk_no} of {record.table_name} (snapshot {snapshot_id})",
+        row_group_bytes=request.row_group_bytes,
     )
     try:
         with connection_to(source) as lock_connection:
@@ -731,7 +738,10 @@ def _stream_rows(
     rows = 0
     started = last_progress = time.monotonic()
     try:
-        with contextlib.closing(staged_record_batches(connection, specs, sql, params, request.fetch_rows)) as batches:
+        batches_read = staged_record_batches(
+            connection, specs, sql, params, request.fetch_rows, fetch_bytes=request.fetch_bytes
+        )
+        with contextlib.closing(batches_read) as batches:
             for batch in batches:
                 rows += batch.num_rows
                 writer.add_batch(chunk.database, chunk.table, version, schema, batch, "r", cdc_seq(0, rows - 1))

@@ -117,7 +117,8 @@ class _PacketStream:
 def _join_row(connection: Any, buf: bytearray, pos: int, seq: int) -> int | None:
     """Join the packets of the row at ``pos`` (its first packet, numbered ``seq``, has a full payload)
     into one packet in place, numbered as its last one; returns the offset after it, or None when its
-    last packet has not arrived yet."""
+    last packet has not arrived yet. The payloads are moved down over the headers between them inside
+    ``buf``: a row of many MiB is never copied whole."""
     packets: list[tuple[int, int]] = []  # (payload offset, length)
     cursor = pos
     while True:
@@ -136,9 +137,15 @@ def _join_row(connection: Any, buf: bytearray, pos: int, seq: int) -> int | None
             raise pymysql.err.InternalError(
                 f"Packet sequence number wrong - got {buf[payload - 1]} expected {(seq + number) % 256}"
             )
-    joined = b"".join(bytes(buf[payload : payload + length]) for payload, length in packets)
-    buf[pos:cursor] = bytes((0, 0, 0, (seq + len(packets) - 1) % 256)) + joined
-    return pos + 4 + len(joined)
+    end = pos + 4
+    with memoryview(buf) as view:
+        for payload, length in packets:
+            if payload != end:  # overlapping ranges move as memmove does
+                view[end : end + length] = view[payload : payload + length]
+            end += length
+    del buf[end:cursor]
+    buf[pos : pos + 4] = bytes((0, 0, 0, (seq + len(packets) - 1) % 256))
+    return end
 
 
 def _check_sequence(connection: Any, data: bytes | bytearray, heads: pa.Array, first_seq: int, joined: set[int]) -> int:
@@ -226,10 +233,15 @@ class _Framer:
         end = heads[stop] if stop < len(heads) else self.pos
         base = heads[0]
         rows = pc.subtract(pa.array(heads[:stop], _INT64), base)
-        batch = RawBatch(self.buf[base:end], rows)
+        if base == 0:  # the batch keeps the buffer itself and the rest moves to a new one: one copy less
+            data, self.buf = self.buf, self.buf[end:]
+            del data[end:]
+        else:
+            data = self.buf[base:end]
+            del self.buf[:end]
+        batch = RawBatch(data, rows)
         joined = {head - base for head in self.joined if head < end}
         self.batch_seq = _check_sequence(self.stream.connection, batch.data, rows, self.batch_seq, joined)
-        del self.buf[:end]
         self.heads = [head - end for head in heads[stop:]]
         self.joined = {head - end for head in self.joined if head >= end}
         self.pos -= end
@@ -326,10 +338,11 @@ def staged_record_batches(
     fetch_rows: int,
     *,
     fast: bool = True,
+    fetch_bytes: int = FETCH_BYTES,
 ) -> Generator[pa.RecordBatch, None, None]:
     """The snapshot rows of ``sql`` (a ``SELECT`` of :func:`select_expressions` on a connection that ran
     :data:`SNAPSHOT_SESSION_STATEMENTS`) as record batches of ``arrow_schema(specs)`` of at most
-    ``fetch_rows`` rows (and, read fast, :data:`FETCH_BYTES` of row packets unless one row is
+    ``fetch_rows`` rows (and, read fast, ``fetch_bytes`` of row packets unless one row is
     larger): ``_cdc_op`` ``'r'``, ``_cdc_seq`` counting from 0, no GTID, no commit time.
 
     ``fast=False`` reads with PyMySQL (``fetchmany``) and converts with :class:`SnapshotRowConverter`,
@@ -342,13 +355,15 @@ def staged_record_batches(
         if fast:
             decoder = ArrowBatchDecoder(specs, cursor._result.converters)
             cdc_columns = _CdcColumns()
-            batches = read_raw_batches(cursor, fetch_rows, FETCH_BYTES)
+            batches = read_raw_batches(cursor, fetch_rows, fetch_bytes)
             try:
                 for raw in batches:
                     arrays = decoder.decode(raw)
                     arrays += cdc_columns(raw.rows, staged)
                     staged += raw.rows
+                    del raw  # the row packets are not kept while the batch is staged
                     yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+                    del arrays
             finally:
                 batches.close()
         else:

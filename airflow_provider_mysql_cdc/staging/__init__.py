@@ -9,6 +9,7 @@ from __future__ import annotations
 from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.staging.area import Staging, StagingWriteError, new_attempt_token, write_text_to_uri
 from airflow_provider_mysql_cdc.staging.writer import (
+    DEFAULT_ROW_GROUP_BYTES,
     DEFAULT_ROW_GROUP_ROWS,
     SnapshotChunkWriter,
     StagingWriter,
@@ -16,6 +17,7 @@ from airflow_provider_mysql_cdc.staging.writer import (
 )
 
 __all__ = [
+    "DEFAULT_ROW_GROUP_BYTES",
     "DEFAULT_ROW_GROUP_ROWS",
     "CorruptStagingError",
     "SnapshotChunkWriter",

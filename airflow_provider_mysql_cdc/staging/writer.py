@@ -4,8 +4,12 @@ on any pyarrow filesystem, at the paths :class:`~airflow_provider_mysql_cdc.stag
 Files are first written under a temporary directory of the attempt (for windows
 ``{pipeline}/windows/_tmp/{window_id:08d}-{token}/``) and moved to their final names only at publish
 time, right before the manifest (itself written to a temporary name and moved). Memory is bounded
-whatever the window size and the number of tables: at most ``row_group_rows`` rows are held in
-memory across all open files; past that, the file holding the most rows writes them as a row group.
+whatever the window size and the number of tables: at most ``row_group_rows`` rows and about
+``row_group_bytes`` bytes (plus the last rows added) are held in memory across all open files; past
+either, the file holding the most rows (or bytes) writes them as row groups of at most
+``row_group_bytes`` bytes each (a larger row is a row group of its own). Statistics (min/max) are not
+written for text and binary columns: the Parquet writer would keep a copy of the smallest and largest
+value of each, which for values of many MiB doubles its memory.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_mysql_cdc.core.staging import OpCounter, StagedFile, StagingManifest
+from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.staging.area import Staging, StagingWriteError, new_attempt_token, sha256_of
 
 DEFAULT_ROW_GROUP_ROWS = 50_000
+#: Bytes of rows buffered across a writer's files, and the most bytes of one row group (ordinary rows
+#: reach ``row_group_rows`` long before this).
+DEFAULT_ROW_GROUP_BYTES = 64 << 20
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:
@@ -28,6 +36,40 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
     and code columns repeat values). Numbers and timestamps rarely repeat, and trying a dictionary on them
     first costs about half of the Parquet writer's time before it falls back to plain encoding."""
     return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_binary(f.type)]
+
+
+def statistics_columns(schema: pa.Schema) -> list[str]:
+    """The columns a staged file writes min/max statistics for: all but the text and binary ones."""
+    variable = set(dictionary_columns(schema))
+    return [f.name for f in schema if f.name not in variable]
+
+
+def row_sizes(table: pa.Table | pa.RecordBatch) -> pa.Array:
+    """Approximate bytes of each row (int64): 8 per column plus the lengths of its text and binary values."""
+    import pyarrow.compute as pc  # only for batches and rows of many MiB: capture's imports stay small
+
+    sizes = pa.repeat(pa.scalar(8 * table.num_columns, pa.int64()), table.num_rows)
+    for column, column_field in zip(table.columns, table.schema, strict=True):
+        if pa.types.is_string(column_field.type) or pa.types.is_binary(column_field.type):
+            lengths = pc.fill_null(pc.binary_length(column), 0).cast(pa.int64())
+            sizes = pc.add(sizes, lengths)
+    return sizes if isinstance(sizes, pa.Array) else sizes.combine_chunks()
+
+
+def row_group_slices(table: pa.Table | pa.RecordBatch, max_bytes: int) -> list[tuple[int, int]]:
+    """(offset, rows) of consecutive slices of ``table`` of at most ``max_bytes`` bytes each (a larger row
+    is a slice of its own); one slice when the whole table fits."""
+    if table.nbytes <= max_bytes or table.num_rows <= 1:
+        return [(0, table.num_rows)]
+    slices: list[tuple[int, int]] = []
+    start, size = 0, 0
+    for row, row_bytes in enumerate(row_sizes(table).to_pylist()):
+        if row > start and size + row_bytes > max_bytes:
+            slices.append((start, row - start))
+            start, size = row, 0
+        size += row_bytes
+    slices.append((start, table.num_rows - start))
+    return slices
 
 
 @dataclass
@@ -45,9 +87,17 @@ class _OpenFile:
     batches: list[pa.RecordBatch] = field(default_factory=list)
     #: Rows with a ``_cdc_partial`` map (row images without every column).
     partial_rows: int = 0
+    #: Approximate bytes of the buffered rows and batches.
+    bytes: int = 0
+    #: The largest row so far: the largest ``approx_bytes`` share of a row added, or of a batch's rows
+    #: their :func:`row_sizes`.
+    max_row_bytes: int = 0
 
     def buffered_rows(self) -> int:
         return len(self.columns[0]) if self.columns else 0
+
+    def buffered_bytes(self) -> int:
+        return self.bytes
 
 
 class StagingWriter:
@@ -69,11 +119,15 @@ class StagingWriter:
         *,
         label: str,
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
         attempt: str | None = None,
     ) -> None:
+        if row_group_rows < 1 or row_group_bytes < 1:
+            raise ConfigurationError("row_group_rows and row_group_bytes must be positive")
         self.staging = staging
         self.label = label
         self.row_group_rows = row_group_rows
+        self.row_group_bytes = row_group_bytes
         self.filesystem = staging.filesystem
         self.attempt = attempt or new_attempt_token()
         self.final_dir = final_dir
@@ -83,6 +137,7 @@ class StagingWriter:
         self._files: dict[tuple[str, str, int], _OpenFile] = {}
         self._finished: list[StagedFile] = []
         self._buffered_rows = 0
+        self._buffered_bytes = 0
         staging.delete_abandoned_attempts(attempts_dir, attempt_prefix, label)
         staging.create_dir(self.attempt_dir)
 
@@ -96,10 +151,12 @@ class StagingWriter:
         op: str,
         seq: int,
         *,
+        approx_bytes: int = 0,
         partial: bool = False,
     ) -> None:
-        """Append one row (table columns then the ``_cdc_*`` columns, in schema order); ``partial``: its
-        ``_cdc_partial`` is set (counted in the file's ``partial_rows``)."""
+        """Append one row (table columns then the ``_cdc_*`` columns, in schema order) of about
+        ``approx_bytes`` bytes (what the byte budget counts); ``partial``: its ``_cdc_partial`` is set
+        (counted in the file's ``partial_rows``)."""
         key = (database, table, schema_version)
         staged = self._files.get(key)
         if staged is None:
@@ -108,7 +165,9 @@ class StagingWriter:
             column.append(value)
         staged.counter.add(op, seq)
         staged.partial_rows += int(partial)
-        self._buffered(1)
+        staged.bytes += approx_bytes
+        staged.max_row_bytes = max(staged.max_row_bytes, approx_bytes)
+        self._buffered(1, approx_bytes)
 
     def add_images(
         self,
@@ -118,12 +177,15 @@ class StagingWriter:
         schema: pa.Schema,
         images: Sequence[tuple[Any, ...]],
         cdc: tuple[str, str, int, int | None],
+        *,
+        approx_bytes: int = 0,
         partial: Sequence[Mapping[str, str] | None] | None = None,
     ) -> None:
         """Append rows of one op in one transaction: ``images`` hold the table columns and
         ``_cdc_invalid_values``; ``partial`` each row's ``_cdc_partial`` (None: every image is
         complete); ``cdc`` is (``_cdc_op``, ``_cdc_gtid``, the first row's ``_cdc_seq``,
-        ``_cdc_commit_ts``), the next rows' sequence numbers following the first one's."""
+        ``_cdc_commit_ts``), the next rows' sequence numbers following the first one's.
+        ``approx_bytes``: about how many bytes the rows hold (what the byte budget counts)."""
         if not images:
             return
         key = (database, table, schema_version)
@@ -144,14 +206,19 @@ class StagingWriter:
         if partial is not None:
             staged.partial_rows += sum(1 for entry in partial if entry is not None)
         staged.counter.add(op, first_seq + count - 1, count)
-        self._buffered(count)
+        staged.bytes += approx_bytes
+        staged.max_row_bytes = max(staged.max_row_bytes, approx_bytes // count)
+        self._buffered(count, approx_bytes)
 
-    def _buffered(self, count: int) -> None:
-        """Count ``count`` rows just buffered; past ``row_group_rows`` rows in memory, the file holding the
-        most writes them as a row group."""
+    def _buffered(self, count: int, approx_bytes: int) -> None:
+        """Count ``count`` rows of ``approx_bytes`` bytes just buffered; past ``row_group_rows`` rows (or
+        ``row_group_bytes`` bytes) in memory, the file holding the most rows (bytes) writes them."""
         self._buffered_rows += count
+        self._buffered_bytes += approx_bytes
         if self._buffered_rows >= self.row_group_rows:
             self._flush(max(self._files.values(), key=_OpenFile.buffered_rows))
+        if self._buffered_bytes >= self.row_group_bytes:
+            self._flush(max(self._files.values(), key=_OpenFile.buffered_bytes))
 
     def add_batch(
         self,
@@ -165,7 +232,8 @@ class StagingWriter:
     ) -> None:
         """Add a whole record batch (``schema``'s columns) of rows of one op whose ``_cdc_seq`` values
         are consecutive and end at ``seq``. Batches are written together as row groups of about
-        ``row_group_rows`` rows, after any rows added before them to the same file."""
+        ``row_group_rows`` rows (at most ``row_group_bytes`` bytes), after any rows added before them to
+        the same file."""
         if batch.num_rows == 0:
             return
         key = (database, table, schema_version)
@@ -174,17 +242,35 @@ class StagingWriter:
             self._flush(staged)  # rows added before the batch go first
         staged.batches.append(batch)
         staged.counter.add(op, seq, batch.num_rows)
-        if sum(b.num_rows for b in staged.batches) >= self.row_group_rows:
+        staged.bytes += batch.nbytes
+        self._buffered_bytes += batch.nbytes
+        if (
+            sum(b.num_rows for b in staged.batches) >= self.row_group_rows
+            or sum(b.nbytes for b in staged.batches) >= self.row_group_bytes
+        ):
             self._write_batches(staged)
 
     def _write_batches(self, staged: _OpenFile) -> None:
         if not staged.batches:
             return
+        import pyarrow.compute as pc
+
+        rows = pa.Table.from_batches(staged.batches, schema=staged.schema).combine_chunks()
+        staged.max_row_bytes = max(staged.max_row_bytes, int(pc.max(row_sizes(rows)).as_py()))
+        self._write(staged, rows)
+        batch_bytes = sum(b.nbytes for b in staged.batches)
+        staged.bytes -= batch_bytes
+        self._buffered_bytes -= batch_bytes
+        staged.batches = []
+
+    def _write(self, staged: _OpenFile, rows: pa.Table | pa.RecordBatch) -> None:
+        """Write ``rows`` as row groups of at most ``row_group_bytes`` bytes."""
         try:
-            staged.writer.write_table(pa.Table.from_batches(staged.batches, schema=staged.schema).combine_chunks())
+            for offset, count in row_group_slices(rows, self.row_group_bytes):
+                part = rows.slice(offset, count)
+                staged.writer.write_table(part if isinstance(part, pa.Table) else pa.Table.from_batches([part]))
         except OSError as exc:
             raise StagingWriteError(f"cannot write {staged.tmp_path}: {exc}") from None
-        staged.batches = []
 
     def ensure_file(self, database: str, table: str, schema_version: int, schema: pa.Schema) -> None:
         """Make sure a file of this table and schema version is staged, even without rows (a snapshot of
@@ -203,6 +289,7 @@ class StagingWriter:
                 filesystem=self.filesystem,
                 compression="zstd",
                 use_dictionary=dictionary_columns(schema),
+                write_statistics=statistics_columns(schema),
             )
         except OSError as exc:
             raise StagingWriteError(f"cannot write {tmp_path}: {exc}") from None
@@ -215,9 +302,11 @@ class StagingWriter:
         if not staged.buffered_rows():
             return
         arrays = [pa.array(column, type=f.type) for column, f in zip(staged.columns, staged.schema, strict=True)]
-        staged.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=staged.schema))
-        self._buffered_rows -= staged.buffered_rows()
-        staged.columns = [[] for _ in staged.schema]
+        staged.columns = [[] for _ in staged.schema]  # the Python values can go while Parquet is written
+        self._buffered_rows -= len(arrays[0])
+        self._buffered_bytes -= staged.bytes
+        staged.bytes = 0
+        self._write(staged, pa.RecordBatch.from_arrays(arrays, schema=staged.schema))
 
     def finish(self) -> list[StagedFile]:
         """Close every file and describe it (rows, bytes, checksum); files stay in the temporary place."""
@@ -241,6 +330,7 @@ class StagingWriter:
                     first_seq=counter.first_seq,
                     last_seq=counter.last_seq,
                     partial_rows=staged.partial_rows,
+                    max_row_bytes=staged.max_row_bytes,
                 )
             )
         self._files.clear()
@@ -263,7 +353,14 @@ class StagingWriter:
 class WindowStagingWriter(StagingWriter):
     """The staging writer of one window: ``{pipeline}/windows/{window_id:08d}/``."""
 
-    def __init__(self, staging: Staging, window_id: int, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+    def __init__(
+        self,
+        staging: Staging,
+        window_id: int,
+        *,
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    ) -> None:
         self.pipeline = staging.pipeline
         self.window_id = window_id
         super().__init__(
@@ -273,6 +370,7 @@ class WindowStagingWriter(StagingWriter):
             staging.window_attempt_prefix(window_id),
             label=f"window {window_id}",
             row_group_rows=row_group_rows,
+            row_group_bytes=row_group_bytes,
         )
 
 
@@ -291,6 +389,7 @@ class SnapshotChunkWriter(StagingWriter):
         label: str,
         attempt: str | None = None,
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     ) -> None:
         attempt = attempt or new_attempt_token()
         super().__init__(
@@ -300,5 +399,6 @@ class SnapshotChunkWriter(StagingWriter):
             staging.chunk_attempt_prefix(snapshot_id, database, table, chunk_no),
             label=label,
             row_group_rows=row_group_rows,
+            row_group_bytes=row_group_bytes,
             attempt=attempt,
         )

@@ -12,8 +12,10 @@ it is compared again after that run, and :meth:`ExactnessPipeline.finish` runs t
 when the test's last window left such a table.
 
 The apply runs in the test run's one SparkSession, or (``own_jvm=True``, for cases that may exhaust
-a JVM's memory) as ``spark-submit`` of the provider's job with Spark's default memory, as the
-example DAG runs it, so that an ``OutOfMemoryError`` cannot take the shared session down.
+a JVM's memory) as ``spark-submit`` of the provider's job, as the example DAG's ``SparkApplyOperator``
+runs it: Spark's default memory unless the windows' largest staged row needs more, which the
+operator's own sizing (:func:`~airflow_provider_mysql_cdc.apply.memory.plan_apply_memory`) then
+gives the driver. An ``OutOfMemoryError`` cannot take the shared session down.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_mysql_cdc.apply import spark_job
+from airflow_provider_mysql_cdc.apply.memory import plan_apply_memory
 from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
 from airflow_provider_mysql_cdc.capture.engine import CaptureResult
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import MySqlCdcError
 from airflow_provider_mysql_cdc.snapshot.engine import ChunkResult
+from airflow_provider_mysql_cdc.staging import Staging
 from tests.exactness.comparison import TableComparison, compare_table, describe_differences, sql_string
 from tests.exactness.iceberg_reader import current_metadata_file
 from tests.integration.snapshot_pipeline import SnapshotPipeline
@@ -96,9 +100,15 @@ def _stopped_by_apply(window_id: int, report: dict[str, Any]) -> WindowStopped |
     return WindowStopped(window_id, errors)
 
 
+#: The master of the apply's own JVM (the example DAG's ``spark_default`` is ``local[*]``; two cores here).
+SUBMIT_MASTER = "local[2]"
+
+
 def submit_apply(config: ApplyConfig, warehouse: Path, report_path: Path) -> dict[str, Any]:
-    """Run the provider's apply job with ``spark-submit`` (local master, Spark's default memory) on the
-    Hadoop catalog ``config.catalog`` at ``warehouse``; return its report."""
+    """Run the provider's apply job with ``spark-submit`` (local master) on the Hadoop catalog
+    ``config.catalog`` at ``warehouse``; return its report. Spark's memory is sized as
+    ``SparkApplyOperator`` sizes it (:func:`plan_apply_memory`), which raises
+    ``SparkMemoryTooSmallError`` before anything is submitted when this machine cannot hold the rows."""
     prefix = f"spark.sql.catalog.{config.catalog}"
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -112,10 +122,15 @@ def submit_apply(config: ApplyConfig, warehouse: Path, report_path: Path) -> dic
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
     }
+    staging = Staging(config.staging_uri, config.pipeline)
+    _, sized = plan_apply_memory(staging, config.first_window, config.last_window, SUBMIT_MASTER, conf)
+    driver_memory = sized.pop("spark.driver.memory", None)
+    conf.update(sized)
     argv = [
         str(Path(sys.executable).with_name("spark-submit")),
         "--master",
-        "local[2]",
+        SUBMIT_MASTER,
+        *(["--driver-memory", driver_memory] if driver_memory else []),
         "--jars",
         ",".join(str(jar) for jar in iceberg_jars()),
         *(item for key, value in conf.items() for item in ("--conf", f"{key}={value}")),

@@ -247,13 +247,11 @@ def test_session_binlog_transaction_compression(pipeline_for: NewPipeline) -> No
 MIB = 1024 * 1024
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 18: the apply's Spark driver runs out of memory (exit 52) with Spark's default 1 GiB"
-)
 def test_a_64_mib_longblob(large_packets: None, pipeline_for: NewPipeline) -> None:
     """A 64 MiB value read by the snapshot, then in one window copied by ``INSERT ... SELECT`` (the
     issue's case copied 62.5 MB) and updated in another column (both images hold it). The apply runs
-    in its own JVM with Spark's default memory, as ``spark-submit`` from the example DAG does."""
+    in its own JVM, as ``spark-submit`` from the example DAG does, with the driver memory
+    ``SparkApplyOperator`` sizes from the largest staged row (Spark's default 1 GiB died, exit 52)."""
     pipeline = pipeline_for(
         "CREATE TABLE {db}.big (id INT PRIMARY KEY, b LONGBLOB, n INT)",
         f"INSERT INTO {{db}}.big VALUES (1, REPEAT(x'ab', 1024), 1), (2, REPEAT(x'cd', {64 * MIB}), 2)",
@@ -272,13 +270,12 @@ def test_a_64_mib_longblob(large_packets: None, pipeline_for: NewPipeline) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 18: the apply's Spark driver runs out of memory (exit 52)")
 @pytest.mark.skipif(
     os.environ.get("MYSQL_CDC_SLOW_TESTS") != "1", reason="takes minutes and several GB of disk: MYSQL_CDC_SLOW_TESTS=1"
 )
 def test_a_one_gigabyte_transaction(large_packets: None, pipeline_for: NewPipeline) -> None:
-    """One transaction of sixteen 64 MiB rows (1 GiB of row events). About 3 minutes here, and about
-    5 GB of disk (binlog, InnoDB, staging, warehouse): run with ``MYSQL_CDC_SLOW_TESTS=1``."""
+    """One transaction of sixteen 64 MiB rows (1 GiB of row events). One to three minutes here, and
+    about 5 GB of disk (binlog, InnoDB, staging, warehouse): run with ``MYSQL_CDC_SLOW_TESTS=1``."""
     pipeline = pipeline_for(
         "CREATE TABLE {db}.huge (id INT PRIMARY KEY, b LONGBLOB)",
         f"INSERT INTO {{db}}.huge VALUES (0, REPEAT(x'ee', {64 * MIB}))",

@@ -4,6 +4,7 @@ is wrong and what to do, and must never lose or change a published window."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -253,6 +254,31 @@ def test_truncated_manifest_is_reported_and_rewritten_byte_identical(
     assert tree(window_path(staging, "stage-b", 1)) == original
     assert again.as_xcom() == first.as_xcom()
     assert attempts(staging, "stage-b", 1) == []
+
+
+def test_a_window_published_before_max_row_bytes_existed_is_recaptured_identical_and_kept(
+    mysql_server: MySqlTestServer, staging_source: GtidSet, tmp_path: Path
+) -> None:
+    """Files record their largest row (``max_row_bytes``) since format 2 gained that optional field: a
+    window a provider without it published is re-captured as identical, and nothing is rewritten."""
+    staging = tmp_path / "staging"
+    store = store_in(tmp_path)
+    first = capture_window(stage_request("stage-m", staging, staging_source, 5205), mysql_server.cdc, store)
+    manifest_path = window_path(staging, "stage-m", 1) / "_manifest.json"
+    data = json.loads(manifest_path.read_text())
+    assert all(staged["max_row_bytes"] > 0 for staged in data["files"])
+    del data["manifest_sha256"]
+    for staged in data["files"]:
+        del staged["max_row_bytes"]
+    canonical = json.dumps(data, sort_keys=True, indent=2) + "\n"
+    sealed = {**data, "manifest_sha256": hashlib.sha256(canonical.encode()).hexdigest()}
+    manifest_path.write_text(json.dumps(sealed, sort_keys=True, indent=2) + "\n")
+    older = tree(window_path(staging, "stage-m", 1))
+
+    again = capture_window(stage_request("stage-m", staging, staging_source, 5205), mysql_server.cdc, store)
+    assert tree(window_path(staging, "stage-m", 1)) == older
+    assert again.as_xcom() == first.as_xcom()
+    assert attempts(staging, "stage-m", 1) == []
 
 
 @pytest.mark.parametrize("damage", ["flipped", "truncated"])
