@@ -65,3 +65,29 @@ class FrontierConflictError(TransientCdcError):
 class TableWithoutKeyError(TerminalCdcError):
     """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user
     (also when a table loses its primary key while it is captured)."""
+
+
+class ServerHistoryError(TerminalCdcError):
+    """Raised before a capture or snapshot reads anything when the server the connection reaches cannot
+    continue the pipeline's history (see :mod:`airflow_provider_mysql_cdc.core.topology`); nothing was
+    staged or recorded. ``missing_gtids`` is the GTID set text of what the pipeline holds and the server
+    lacks (may be empty after a reset)."""
+
+    def __init__(self, message: str, missing_gtids: str = "") -> None:
+        super().__init__(message)
+        self.missing_gtids = missing_gtids
+
+
+class FrontierNotOnServerError(ServerHistoryError):
+    """Raised when the server's ``gtid_executed`` lacks transactions the pipeline already captured or
+    snapshotted (a lagging replica, a restored backup); the message lists them and the choices."""
+
+
+class ServerChangedError(FrontierNotOnServerError):
+    """Raised when the connection reaches another server (another ``server_uuid``) than the pipeline's
+    last run read, and that server lacks transactions the pipeline already captured."""
+
+
+class ServerHistoryResetError(ServerHistoryError):
+    """Raised when the server's own history went backwards since the pipeline last read it (``RESET
+    BINARY LOGS AND GTIDS``, a restored backup of the same server, binlog files started over)."""

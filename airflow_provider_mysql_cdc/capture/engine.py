@@ -1,7 +1,9 @@
 """Capture one binlog window of a pipeline into Parquet staging (no Airflow import).
 
-``capture_window`` finds or plans the run's window in the frontier store, reads the binlog from the
-window's lower GTID set up to its bound, stages the row changes of the selected tables, publishes
+``capture_window`` first reads the server once and refuses one whose settings do not fit CDC or that
+cannot continue the pipeline's history (:mod:`.server_guard`, nothing recorded then). It then finds
+or plans the run's window in the frontier store, reads the binlog from the window's lower GTID set
+up to its bound, stages the row changes of the selected tables, publishes
 the manifest and advances the capture frontier (compare-and-set). Re-running a window re-reads
 exactly ``upper - lower`` and, when the result equals the published manifest, leaves the published
 files untouched; when the binlog is gone it reuses the published staging.
@@ -20,6 +22,7 @@ from airflow_provider_mysql_cdc.capture.request import (
     CaptureResult,
     WindowIncompleteError,
 )
+from airflow_provider_mysql_cdc.capture.server_guard import read_guarded_server, record_window_server
 from airflow_provider_mysql_cdc.capture.window_planning import (
     covered_run,
     interval_already_covered,
@@ -34,9 +37,6 @@ from airflow_provider_mysql_cdc.core.staging import (
     CorruptStagingError,
     StagedFile,
     StagingManifest,
-)
-from airflow_provider_mysql_cdc.mysql.introspection import (
-    require_server_settings,
 )
 from airflow_provider_mysql_cdc.staging import Staging, WindowStagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
@@ -56,10 +56,11 @@ log = logging.getLogger(__name__)
 
 def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store: FrontierStore) -> CaptureResult:
     """Capture (or re-capture) the request's window and publish it; see the module docstring."""
-    require_server_settings(source)
+    server = read_guarded_server(request, source, store)
     staging = Staging(request.staging_uri, request.pipeline)
-    window = plan_window(request, store, source, staging)
-    bound = window_bound(window, source)
+    window = plan_window(request, store, source, staging, server)
+    record_window_server(store, window, server)
+    bound = window_bound(window, server)
     published = None
     if window.is_published:
         try:
@@ -77,7 +78,7 @@ def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store
         row_group_bytes=request.row_group_bytes,
     )
     try:
-        state = read_window(request, source, store, window, bound, writer)
+        state = read_window(request, source, store, window, bound, writer, server)
     except BinlogPurgedError:
         writer.discard()
         if published is not None:

@@ -18,23 +18,15 @@ from airflow_provider_mysql_cdc.core.windows import (
     WindowOrderError,
     to_epoch_us,
 )
-from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import (
     require_named_tables,
 )
+from airflow_provider_mysql_cdc.mysql.server_state import ServerState
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
-
-
-def server_state(config: MySqlConnectionConfig) -> tuple[GtidSet, int]:
-    """``@@gtid_executed`` and the server's clock (UTC microseconds), read together."""
-    with connection_to(config) as connection:
-        executed, now = query(
-            connection, config, "SELECT @@GLOBAL.gtid_executed, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
-        )[0]
-    return GtidSet.parse(str(executed or "")), int(now)
 
 
 def interval_already_covered(
@@ -122,9 +114,10 @@ def existing_window(request: CaptureRequest, store: FrontierStore) -> WindowReco
 
 
 def plan_window(
-    request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig, staging: Staging
+    request: CaptureRequest, store: FrontierStore, source: MySqlConnectionConfig, staging: Staging, server: ServerState
 ) -> WindowRecord:
-    """Find the run's window (see :func:`_existing_window`), or plan the next one (written once)."""
+    """Find the run's window (see :func:`existing_window`), or plan the next one (written once); ``server``
+    is the server as the run found it (a ``catch_up`` window ends at its ``gtid_executed``)."""
     existing = existing_window(request, store)
     if existing is not None:
         return existing
@@ -136,7 +129,7 @@ def plan_window(
     if pipeline is None:
         initial = request.initial_frontier
         if initial is None:
-            initial, _ = server_state(source)
+            initial = server.gtid_executed
         pipeline = store.register_pipeline(request.pipeline, initial)
         log.info("pipeline %s registered with initial frontier %s", request.pipeline, pipeline.initial_frontier)
     last = store.last_window(request.pipeline)
@@ -148,8 +141,7 @@ def plan_window(
     lower = last.upper if last is not None and last.upper is not None else pipeline.initial_frontier
     window_id = last.window_id + 1 if last is not None else 1
     if request.cutoff is CutoffRule.CATCH_UP:
-        executed, _ = server_state(source)
-        cutoff_value = str(executed | lower)
+        cutoff_value = str(server.gtid_executed | lower)
     else:
         assert request.data_interval_end is not None
         cutoff_value = request.data_interval_end.astimezone(UTC).isoformat()
@@ -158,14 +150,16 @@ def plan_window(
     return window
 
 
-def window_bound(window: WindowRecord, source: MySqlConnectionConfig) -> WindowBound:
+def window_bound(window: WindowRecord, server: ServerState) -> WindowBound:
+    """Where the window ends: its published upper bound, its ``catch_up`` GTID set, or its interval's end
+    (which the server's clock must have passed)."""
     if window.is_published:
         assert window.upper is not None
         return WindowBound(gtids=window.upper, exact=True)
     if window.cutoff_rule == CutoffRule.CATCH_UP.value:
         return WindowBound(gtids=GtidSet.parse(window.cutoff_value))
     end_us = to_epoch_us(datetime.fromisoformat(window.cutoff_value))
-    _, server_now_us = server_state(source)
+    server_now_us = server.now_us
     if server_now_us < end_us:
         raise WindowNotClosedError(
             f"window {window.window_id} ends at {window.cutoff_value} but the server's clock is at "

@@ -29,7 +29,6 @@ from airflow_provider_mysql_cdc.capture.table_versions import (
     differ,
     fill_defaults,
 )
-from airflow_provider_mysql_cdc.capture.window_planning import server_state
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl_statements import TableRef
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
@@ -57,10 +56,11 @@ from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_tabl
 from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
 )
-from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
+from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
     selected_tables,
 )
+from airflow_provider_mysql_cdc.mysql.server_state import ServerState
 from airflow_provider_mysql_cdc.staging import WindowStagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
@@ -468,17 +468,19 @@ def read_window(
     window: WindowRecord,
     bound: WindowBound,
     writer: WindowStagingWriter,
+    server: ServerState,
     clock: Callable[[], float] = time.monotonic,
 ) -> WindowReader:
-    """One pass over the binlog from the window's lower bound until the bound is reached."""
+    """One pass over the binlog from the window's lower bound until the bound is reached (``server``: the
+    server as the run found it)."""
     handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
     state = WindowReader(request, store, window, bound, writer, handoffs, _database_defaults(source))
     if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
-        state.covered = _purged_but_in_snapshots(request, source, window, handoffs)
+        state.covered = _purged_but_in_snapshots(request, source, window, handoffs, server.gtid_purged)
     start = window.lower | state.covered
     # Transactions the window must contain before it may end: its bound (catch_up, re-read) or,
     # for data_interval, everything committed when the task started (unless the cut-off comes first).
-    must_reach = bound.gtids if bound.gtids is not None else server_state(source)[0]
+    must_reach = bound.gtids if bound.gtids is not None else server.gtid_executed
     needed = must_reach - start
     remaining = len(needed)
     if remaining == 0:
@@ -503,17 +505,21 @@ def _database_defaults(source: MySqlConnectionConfig) -> dict[str, tuple[str | N
 
 
 def _purged_but_in_snapshots(
-    request: CaptureRequest, source: MySqlConnectionConfig, window: WindowRecord, handoffs: HandoffRules
+    request: CaptureRequest,
+    source: MySqlConnectionConfig,
+    window: WindowRecord,
+    handoffs: HandoffRules,
+    purged: GtidSet,
 ) -> GtidSet:
-    """The purged GTIDs past the window's lower bound, when every selected table was re-snapshotted
-    past them (the window then starts after them); empty when nothing is purged past the bound.
+    """The purged GTIDs (``purged``: ``gtid_purged`` when the run started) past the window's lower bound,
+    when every selected table was re-snapshotted past them (the window then starts after them); empty
+    when nothing is purged past the bound.
 
     Raises :class:`BinlogPurgedError` naming the tables still to re-snapshot otherwise."""
+    missing = purged - window.lower
+    if not missing:
+        return GtidSet()
     with connection_to(source) as connection:
-        purged = GtidSet.parse(str(query_value(connection, source, "SELECT @@GLOBAL.gtid_purged") or ""))
-        missing = purged - window.lower
-        if not missing:
-            return GtidSet()
         tables = selected_tables(connection, source, request.tables)
     uncovered = [name for name in tables if not missing <= handoffs.covered.get(name, GtidSet())]
     if uncovered:

@@ -64,6 +64,11 @@ class MySqlConnectionConfig:
         """``user@host:port`` for messages (no password)."""
         return f"{self.user}@{self.unix_socket or self.host}" + ("" if self.unix_socket else f":{self.port}")
 
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` (or the socket path): the server, without the account."""
+        return self.unix_socket or f"{self.host}:{self.port}"
+
     def pymysql_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``pymysql.connect`` (also the binlog reader's connection settings)."""
         import ssl as ssl_module

@@ -12,11 +12,12 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.errors import ServerHistoryError
 
 #: Default minimum headroom the sensor asks for.
 DEFAULT_MIN_HEADROOM_SECONDS = 6 * 3600
@@ -25,11 +26,14 @@ RESNAPSHOT_EXAMPLE = 'airflow dags trigger mysql_cdc_example --conf \'{"resnapsh
 
 
 class HeadroomStatus(str, enum.Enum):
-    """``ok``: enough headroom (or no automatic purge); ``below_minimum``: act soon; ``purged``: data lost."""
+    """``ok``: enough headroom (or no automatic purge); ``below_minimum``: act soon; ``purged``: data lost;
+    ``history_mismatch``: the server cannot continue the pipeline at all (the topology guard of
+    :mod:`airflow_provider_mysql_cdc.core.topology`: a lagging replica, another server, a reset history)."""
 
     OK = "ok"
     BELOW_MINIMUM = "below_minimum"
     PURGED = "purged"
+    HISTORY_MISMATCH = "history_mismatch"
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class HeadroomReport:
     min_headroom_seconds: int
     lost_gtids: GtidSet
     message: str
+    #: What the pipeline holds and the server lacks (``history_mismatch`` only).
+    missing_gtids: GtidSet = field(default_factory=GtidSet)
 
     @property
     def purge_forecast(self) -> str | None:
@@ -80,8 +86,30 @@ class HeadroomReport:
             "lag_seconds": self.lag_seconds,
             "min_headroom_seconds": self.min_headroom_seconds,
             "lost_gtids": str(self.lost_gtids),
+            "missing_gtids": str(self.missing_gtids),
             "message": self.message,
         }
+
+
+def history_mismatch_report(pipeline: str, problem: ServerHistoryError, min_headroom_seconds: int) -> HeadroomReport:
+    """The report for a server the topology guard refuses: no headroom, no lag (a server that lacks the
+    frontier's transactions would show ``lag 0.0 s``), the GTIDs it lacks and the guard's message."""
+    return HeadroomReport(
+        pipeline=pipeline,
+        status=HeadroomStatus.HISTORY_MISMATCH,
+        headroom_seconds=None,
+        headroom_files=0,
+        headroom_bytes=0,
+        oldest_needed_file=None,
+        purge_forecast_us=None,
+        backlog_files=0,
+        backlog_bytes=0,
+        lag_seconds=None,
+        min_headroom_seconds=min_headroom_seconds,
+        lost_gtids=GtidSet(),
+        message=f"{type(problem).__name__}: {problem}",
+        missing_gtids=GtidSet.parse(problem.missing_gtids),
+    )
 
 
 def iso_utc(timestamp_us: int) -> str:

@@ -23,7 +23,13 @@ from pymysql.constants.COMMAND import COM_BINLOG_DUMP
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.core.headroom import BinlogFileHeader, HeadroomReport, assess_headroom
+from airflow_provider_mysql_cdc.core.headroom import (
+    BinlogFileHeader,
+    HeadroomReport,
+    assess_headroom,
+    history_mismatch_report,
+)
+from airflow_provider_mysql_cdc.core.topology import ServerObservation
 from airflow_provider_mysql_cdc.errors import (
     MySqlQueryError,
     MySqlUnreachableError,
@@ -64,6 +70,19 @@ class BinlogServerState:
     expire_seconds: int
     auto_purge: bool
     now_us: int
+    server_uuid: str = ""
+
+    def observation(self, address: str) -> ServerObservation:
+        """What the topology guard (:mod:`airflow_provider_mysql_cdc.core.topology`) needs of this read."""
+        return ServerObservation(
+            address=address,
+            server_uuid=self.server_uuid,
+            gtid_executed=self.gtid_executed,
+            gtid_purged=self.gtid_purged,
+            binlog_files=tuple(file.name for file in self.files),
+            first_binlog_previous_gtids=self.files[0].previous_gtids if self.files else None,
+            binlog_created_us={file.name: file.created_at_us for file in self.files},
+        )
 
 
 def _missing_privilege(
@@ -198,8 +217,10 @@ def read_binlog_state(config: MySqlConnectionConfig) -> BinlogServerState:
         except BinlogFileGoneError:  # purged between SHOW BINARY LOGS and its header: list again once
             files = _read_headers(connection, config)
         variables = _variables(connection, config)
-        purged, executed, now = query(
-            connection, config, "SELECT @@GLOBAL.gtid_purged, @@GLOBAL.gtid_executed, UNIX_TIMESTAMP(NOW(6))"
+        purged, executed, now, uuid = query(
+            connection,
+            config,
+            "SELECT @@GLOBAL.gtid_purged, @@GLOBAL.gtid_executed, UNIX_TIMESTAMP(NOW(6)), @@server_uuid",
         )[0]
     expire_seconds, auto_purge = expire_settings(variables)
     return BinlogServerState(
@@ -209,6 +230,7 @@ def read_binlog_state(config: MySqlConnectionConfig) -> BinlogServerState:
         expire_seconds=expire_seconds,
         auto_purge=auto_purge,
         now_us=int(now * 1_000_000),
+        server_uuid=str(uuid).lower(),
     )
 
 
@@ -224,13 +246,17 @@ def last_commit_ts_us(store: FrontierStore, pipeline: str) -> int | None:
 def check_headroom(
     pipeline: str, source: MySqlConnectionConfig, store: FrontierStore, min_headroom_seconds: int
 ) -> HeadroomReport:
-    """Assess ``pipeline``'s purge headroom on ``source`` (no server read for an unregistered pipeline)."""
+    """Assess ``pipeline``'s purge headroom on ``source`` (no server read for an unregistered pipeline); a
+    server the topology guard refuses is reported as ``history_mismatch``, whatever its binlogs."""
     record = store.get_pipeline(pipeline)
     if record is None:
         return assess_headroom(
             (), None, GtidSet(), GtidSet(), 0, True, 0, None, min_headroom_seconds, pipeline=pipeline
         )
     state = read_binlog_state(source)
+    problem = store.server_history_problem(pipeline, "purge-headroom check", state.observation(source.endpoint))
+    if problem is not None:
+        return history_mismatch_report(pipeline, problem, min_headroom_seconds)
     frontier = record.capture_frontier
     last_commit = None if frontier >= state.gtid_executed else last_commit_ts_us(store, pipeline)
     return assess_headroom(

@@ -121,7 +121,15 @@ def run_preflight(
 def require_server_settings(config: MySqlConnectionConfig) -> None:
     """Refuse a server whose binlog/GTID settings or replication grants do not fit CDC (the
     preflight's server checks, one connection); the error's message is the preflight report."""
-    report = run_preflight(config)
+    with connection_to(config) as connection:
+        facts = read_server_facts(connection, config, with_tables=False)
+    require_settings_fit(facts)
+
+
+def require_settings_fit(facts: ServerFacts) -> None:
+    """:func:`require_server_settings` on facts already read (a run's
+    :class:`~airflow_provider_mysql_cdc.mysql.server_state.ServerState`)."""
+    report = evaluate(facts)
     if not report.ok:
         raise PreflightFailedError(report.format())
 

@@ -40,6 +40,11 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
       need a re-snapshot, which no wait or retry brings back. A run that re-snapshots tables
       (``resnapshot`` not empty) is that recovery: the sensor then succeeds with a warning, so the
       snapshot tasks run; capture checks that the snapshots hold the purged transactions.
+    * ``history_mismatch``: the server cannot continue the pipeline (the topology guard of
+      :mod:`airflow_provider_mysql_cdc.core.topology`, the same that stops capture and snapshot: a
+      replica lacking transactions the pipeline holds, another server, a reset history): fails at
+      once, like ``purged``, with the guard's message; the report's ``missing_gtids`` lists what the
+      server lacks.
 
     Before failing or being skipped it pushes the report to XCom under key ``headroom``.
 
@@ -158,6 +163,9 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         """Return an ``ok`` report; raise for ``purged`` (hard) or ``below_minimum`` (timeout or skip)."""
         if xcom["status"] == HeadroomStatus.OK.value:
             return xcom
+        if xcom["status"] == HeadroomStatus.HISTORY_MISMATCH.value:
+            context["ti"].xcom_push(key=HEADROOM_XCOM_KEY, value=xcom)
+            raise AirflowFailException(xcom["message"])
         if xcom["status"] == HeadroomStatus.PURGED.value:
             resnapshot = [pattern for pattern in patterns(self.resnapshot) if pattern]
             if resnapshot:

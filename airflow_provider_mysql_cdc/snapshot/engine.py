@@ -71,7 +71,6 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     read_gtid_executed,
     read_server_facts,
     require_named_tables,
-    require_server_settings,
     selected_tables,
 )
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
@@ -81,6 +80,7 @@ from airflow_provider_mysql_cdc.snapshot.defaults import (
     DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS,
 )
 from airflow_provider_mysql_cdc.snapshot.fast_reader import FETCH_BYTES, staged_record_batches
+from airflow_provider_mysql_cdc.snapshot.server_guard import read_guarded_server, record_snapshot_server
 from airflow_provider_mysql_cdc.staging import DEFAULT_ROW_GROUP_BYTES, SnapshotChunkWriter, Staging, StagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import (
     FrontierConflictError,
@@ -312,7 +312,9 @@ def _handoff_window(store: FrontierStore, pipeline: str) -> int:
 
 def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store: FrontierStore) -> SnapshotPlan:
     """Decide and record the run's snapshot (once: a re-run returns the same chunks)."""
-    require_server_settings(source)
+    earlier = store.snapshot_for_run(request.pipeline, request.run_id)
+    unit = f"snapshot {earlier.snapshot_id if earlier else 'planning'} (run {request.run_id!r})"
+    server = read_guarded_server(request.pipeline, unit, source, store, check_settings=True)
     with connection_to(source) as connection:
         _session(connection, source)
         snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
@@ -321,8 +323,7 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
             staging.require_writable(staging.snapshot_attempts_dir())
             require_named_tables(connection, source, request.tables)
         if store.get_pipeline(request.pipeline) is None:
-            initial = read_gtid_executed(connection, source)
-            record = store.register_pipeline(request.pipeline, initial)
+            record = store.register_pipeline(request.pipeline, server.gtid_executed)
             log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
         fresh_plans: dict[str, tuple[SnapshotChunk, ...]] = {}
         if snapshot is None:
@@ -330,6 +331,7 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
             if decided is None:
                 return SnapshotPlan(request.pipeline, None, (), ())
             snapshot, fresh_plans = decided
+        record_snapshot_server(store, request.pipeline, snapshot.snapshot_id, server)
         chunks: list[SnapshotChunk] = []
         for table_name in snapshot.tables:
             records = store.snapshot_chunks(request.pipeline, table_name)
@@ -597,6 +599,11 @@ def snapshot_chunk(
         result = _finished_result(staging, record)
         write_table_manifest_when_complete(staging, store, snapshot, record.table_name)
         return result
+    ref = f"{snapshot_id}:{record.table_name}:{chunk.chunk_no}"
+    unit = f"snapshot {snapshot_id} ({record.table_name} chunk {chunk.chunk_no})"
+    record_snapshot_server(
+        store, request.pipeline, ref, read_guarded_server(request.pipeline, unit, source, store, check_settings=False)
+    )
     writer = SnapshotChunkWriter(
         staging,
         snapshot_id,

@@ -23,6 +23,7 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.errors import FrontierConflictError as FrontierConflictError  # noqa: PLC0414  re-export
 from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
 from airflow_provider_mysql_cdc.store.schema_tracking import SchemaRecords
+from airflow_provider_mysql_cdc.store.server_history import ServerObservations
 from airflow_provider_mysql_cdc.store.tables import (
     STORE_SCHEMA_VERSION,
     metadata,
@@ -144,7 +145,7 @@ def _parse_stored(text: str | None, what: str, column: str, restore_from: str) -
         ) from None
 
 
-class FrontierStore(SchemaRecords):
+class FrontierStore(SchemaRecords, ServerObservations):
     """Access to the metadata tables through one SQLAlchemy engine."""
 
     def __init__(self, engine: Engine) -> None:

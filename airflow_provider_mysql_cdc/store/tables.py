@@ -9,7 +9,8 @@ import sqlalchemy as sa
 #: 2: ``cdc_snapshot_chunks`` (created on first use by an older store; no existing table changes).
 #: 3: ``cdc_snapshots`` (likewise).
 #: 4: ``cdc_tracked_schemas`` and ``cdc_rebuild_requests`` (likewise).
-STORE_SCHEMA_VERSION = 4
+#: 5: ``cdc_server_observations`` (likewise).
+STORE_SCHEMA_VERSION = 5
 
 metadata = sa.MetaData()
 
@@ -146,4 +147,28 @@ rebuild_requests_table = sa.Table(
     sa.Column("gtid", sa.String(200), nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+#: What each window's capture and each snapshot's planning and chunks saw of the server before reading
+#: it (``core.topology``): identity and history, appended once per run, never updated.
+server_observations_table = sa.Table(
+    "cdc_server_observations",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("pipeline", sa.String(200), nullable=False, index=True),
+    #: ``window`` or ``snapshot``.
+    sa.Column("kind", sa.String(16), nullable=False),
+    #: The window id, or ``<snapshot id>`` / ``<snapshot id>:<db.table>:<chunk no>``.
+    sa.Column("ref", sa.String(700), nullable=False),
+    #: ``host:port`` (or the socket path); never the account or a password.
+    sa.Column("address", sa.String(300), nullable=False),
+    sa.Column("server_uuid", sa.String(64), nullable=False),
+    sa.Column("gtid_executed", sa.Text, nullable=False),
+    sa.Column("gtid_purged", sa.Text, nullable=False),
+    sa.Column("first_binlog", sa.String(300), nullable=True),
+    sa.Column("first_binlog_previous_gtids", sa.Text, nullable=True),
+    sa.Column("first_binlog_created_us", sa.BigInteger, nullable=True),
+    sa.Column("last_binlog", sa.String(300), nullable=True),
+    sa.Column("last_binlog_created_us", sa.BigInteger, nullable=True),
+    sa.Column("observed_at", sa.DateTime(timezone=True), nullable=False),
 )

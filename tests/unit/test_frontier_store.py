@@ -137,7 +137,7 @@ def test_a_version_1_store_gains_the_snapshot_tables(store_url: str) -> None:
     store.plan_snapshot_table("p", "000001", "db.t", ["{}"])
     with engine.begin() as connection:
         versions = sorted(row.version for row in connection.execute(sa.select(store_version_table.c.version)))
-    assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 4
+    assert versions == [1, STORE_SCHEMA_VERSION] and STORE_SCHEMA_VERSION == 5
 
 
 def test_parallel_writers_of_a_new_schema_agree_on_its_version(store_url: str) -> None:

@@ -12,9 +12,11 @@ from airflow_provider_mysql_cdc.core.headroom import (
     HeadroomReport,
     HeadroomStatus,
     assess_headroom,
+    history_mismatch_report,
     human_duration,
     iso_utc,
 )
+from airflow_provider_mysql_cdc.core.topology import ServerObservation, history_problem
 
 U = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 HOUR_US = 3600 * 1_000_000
@@ -42,6 +44,7 @@ XCOM_KEYS = {
     "lag_seconds",
     "min_headroom_seconds",
     "lost_gtids",
+    "missing_gtids",
     "message",
 }
 
@@ -212,3 +215,22 @@ def test_human_duration(seconds: float, text: str) -> None:
 
 def test_iso_utc() -> None:
     assert iso_utc(T0 + 1) == "2026-01-01T00:00:00Z"
+
+
+def test_a_server_the_topology_guard_refuses_is_a_history_mismatch_without_lag() -> None:
+    lagging = ServerObservation(
+        address="127.0.0.1:3307",
+        server_uuid="4e11fa47-71ca-11e1-9e33-c80aa9429562",
+        gtid_executed=GtidSet.parse(f"{U}:1-17"),
+        gtid_purged=GtidSet(),
+    )
+    problem = history_problem("shop", "purge-headroom check", lagging, capture_frontier=GtidSet.parse(f"{U}:1-20"))
+    assert problem is not None
+    report = history_mismatch_report("shop", problem, 6 * 3600)
+    assert report.status is HeadroomStatus.HISTORY_MISMATCH
+    assert report.lag_seconds is None and report.headroom_seconds is None
+    assert report.missing_gtids == GtidSet.parse(f"{U}:18-20")
+    assert report.message.startswith("FrontierNotOnServerError: pipeline 'shop' purge-headroom check: ")
+    xcom = report.as_xcom()
+    assert set(xcom) == XCOM_KEYS and json.loads(json.dumps(xcom)) == xcom
+    assert xcom["status"] == "history_mismatch" and xcom["missing_gtids"] == f"{U}:18-20"
