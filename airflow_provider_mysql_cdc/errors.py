@@ -65,3 +65,8 @@ class FrontierConflictError(TransientCdcError):
 class TableWithoutKeyError(TerminalCdcError):
     """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user
     (also when a table loses its primary key while it is captured)."""
+
+
+class ApplyContractError(TerminalCdcError):
+    """Raised when an apply spec or report file cannot be read: not JSON, another format version, or
+    fields this provider does not know (the Spark driver runs another provider version)."""

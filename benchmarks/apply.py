@@ -109,6 +109,7 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_mysql_cdc.apply.contract import TableReport
     from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
 DATABASE = "bench"
@@ -316,16 +317,17 @@ class Pipeline:
         return result.window_id, dict(result.op_counts)
 
 
-def apply_window(spark: SparkSession, pipeline: Pipeline, window_id: int) -> dict[str, Any]:
+def apply_window(spark: SparkSession, pipeline: Pipeline, window_id: int) -> TableReport:
     """``run_apply`` of one window; the table's report, after checking it applied that window."""
-    from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
+    from airflow_provider_mysql_cdc.apply.contract import ApplySpec, TableReport
+    from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 
-    report = run_apply(spark, ApplyConfig(pipeline.name, pipeline.staging, window_id, window_id, catalog=CATALOG))
-    table: dict[str, Any] = report["tables"].get(pipeline.table, {})
-    if report["failed"] or table.get("status") != "applied" or table.get("windows_applied") != [window_id]:
+    report = run_apply(spark, ApplySpec(pipeline.name, pipeline.staging, window_id, window_id, catalog=CATALOG))
+    table = report.tables.get(pipeline.table) or TableReport(pipeline.target, status="absent")
+    if report.failed or table.status != "applied" or table.windows_applied != [window_id]:
         raise BenchmarkError(
-            f"apply of window {window_id} to {pipeline.target}: status {table.get('status')!r}, "
-            f"windows {table.get('windows_applied')}, error {table.get('error')!r}"
+            f"apply of window {window_id} to {pipeline.target}: status {table.status!r}, "
+            f"windows {table.windows_applied}, error {table.error!r}"
         )
     return table
 
@@ -543,8 +545,8 @@ def timed_apply(spark: SparkSession, server: Server, pipeline: Pipeline, keys: K
     found = iceberg_figures(spark, pipeline.target)
     expected_rows = keys.rows + keys.inserted - keys.deleted
     print(
-        f"apply table={pipeline.table} window={window_id} loaded_rows={keys.rows} changes={report['rows']} "
-        f"seconds={seconds:.3f} (job's own: {report['seconds']:.3f}) "
+        f"apply table={pipeline.table} window={window_id} loaded_rows={keys.rows} changes={report.rows} "
+        f"seconds={seconds:.3f} (job's own: {report.seconds:.3f}) "
         f"data_files_before={before.get('total-data-files')} delete_files_before={before.get('total-delete-files')}",
         flush=True,
     )

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fnmatch
 import json
 import logging
 import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec, TableReport
 from airflow_provider_mysql_cdc.apply.plan import (
     AppliedState,
     ApplyWindow,
@@ -45,7 +45,6 @@ from airflow_provider_mysql_cdc.apply.plan import (
     plan_table,
     quote,
     tables_in_windows,
-    target_table,
 )
 from airflow_provider_mysql_cdc.apply.schema_alignment import (
     ColumnAlteration,
@@ -66,12 +65,9 @@ from airflow_provider_mysql_cdc.apply.staged_rows import (
 )
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
 from airflow_provider_mysql_cdc.core.schema_events import (
-    SCHEMA_CHANGE_POLICIES,
-    SCHEMA_CHANGE_REBUILD,
     SCHEMA_CHANGE_STOP,
     TRUNCATED,
     SchemaEvent,
-    require_schema_change_policy,
 )
 from airflow_provider_mysql_cdc.core.staging import (
     CorruptStagingError,
@@ -87,7 +83,7 @@ from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
     TransientCdcError,
 )
-from airflow_provider_mysql_cdc.staging import Staging, write_text_to_uri
+from airflow_provider_mysql_cdc.staging import Staging, read_text_from_uri, write_text_to_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -115,68 +111,6 @@ OP_COLUMN = "_cdc_op"
 CHANGELOG_WINDOW_COLUMN = "_cdc_window_id"
 #: How often a table is re-planned after a commit lost to a concurrent writer.
 MAX_CONFLICT_RETRIES = 5
-
-
-@dataclass(frozen=True)
-class ApplyConfig:
-    """One run of the apply job."""
-
-    pipeline: str
-    staging_uri: str
-    #: First and last window id to apply (inclusive).
-    first_window: int
-    last_window: int
-    catalog: str = "lake"
-    #: Target table name inside the catalog: ``{database}`` and ``{table}`` are the MySQL names.
-    target_template: str = "{database}.{table}"
-    #: ``db.table`` patterns (fnmatch) of the tables that also get a changelog table.
-    history: tuple[str, ...] = ()
-    history_suffix: str = "_changelog"
-    #: Drop target columns that were dropped in MySQL (by default they stay, NULL from then on).
-    drop_dropped_columns: bool = False
-    #: A table whose window holds a change its target cannot follow: ``rebuild`` (it waits for the fresh
-    #: snapshot the next run takes; reported, not failed) or ``stop`` (reported failed until re-snapshotted).
-    schema_change_policy: str = SCHEMA_CHANGE_REBUILD
-    chunks_per_commit: int = 8
-    #: Where to write the JSON report (a pyarrow filesystem URI); nothing is written when empty.
-    report_uri: str = ""
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.first_window <= self.last_window:
-            raise ConfigurationError(f"windows {self.first_window}..{self.last_window} are not a valid range")
-        require_schema_change_policy(self.schema_change_policy)
-        for key in ("{database}", "{table}"):
-            if key not in self.target_template:
-                raise ConfigurationError(f"target name template {self.target_template!r} must contain {key}")
-
-    def target(self, table_name: str, suffix: str = "") -> str:
-        """The Iceberg table (``catalog.namespace.table``) of a MySQL ``db.table``, quoted."""
-        return target_table(self.catalog, self.target_template, table_name, suffix)
-
-    def keeps_history(self, table_name: str) -> bool:
-        """Whether the table also gets a changelog table."""
-        return any(fnmatch.fnmatchcase(table_name, pattern) for pattern in self.history)
-
-
-@dataclass
-class TableReport:
-    """What the job did to one table."""
-
-    target: str
-    status: str = "up_to_date"  # up_to_date | applied | failed
-    windows_applied: list[int] = field(default_factory=list)
-    snapshot_chunks_loaded: int = 0
-    rows: dict[str, int] = field(default_factory=dict)
-    schema_changes: list[str] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
-    changelog_windows: list[int] = field(default_factory=list)
-    conflicts_retried: int = 0
-    seconds: float = 0.0
-    error: str = ""
-    #: The exception class's name when the table failed (e.g. ``UnsupportedSchemaChangeError``).
-    error_class: str = ""
-    #: Set when a change the target could not follow leaves the table waiting for a fresh snapshot.
-    rebuild: str = ""
 
 
 @dataclass(frozen=True)
@@ -251,9 +185,7 @@ def _is_commit_conflict(exc: BaseException) -> bool:
 class TableApplier:
     """Applies the planned steps of one table through one SparkSession."""
 
-    def __init__(
-        self, spark: SparkSession, config: ApplyConfig, table_name: str, staging: Staging | None = None
-    ) -> None:
+    def __init__(self, spark: SparkSession, config: ApplySpec, table_name: str, staging: Staging | None = None) -> None:
         self.spark = spark
         self.config = config
         self.staging = staging or Staging(config.staging_uri, config.pipeline)
@@ -630,7 +562,7 @@ class TableApplier:
     def apply(self) -> TableReport:
         """Plan and apply the table's steps, re-planning after commits lost to a concurrent writer."""
         started = time.monotonic()
-        windows = list(range(self.config.first_window, self.config.last_window + 1))
+        windows = self.config.window_ids
         try:
             for attempt in range(MAX_CONFLICT_RETRIES + 1):
                 state = self.read_state() if self._exists(self.target) else None
@@ -831,7 +763,7 @@ def configure_catalog_cache(spark: SparkSession, catalog: str) -> None:
     spark.conf.set(f"{prefix}.cache.expiration-interval-ms", "-1")
 
 
-def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
+def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
     """Apply ``config``'s windows to every table they hold; returns the report (also written to
     ``config.report_uri`` when set)."""
     if spark.conf.get(f"spark.sql.catalog.{config.catalog}", None) is None:
@@ -843,7 +775,7 @@ def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
     require_reachable_catalog(spark, config.catalog)
     staging = Staging(config.staging_uri, config.pipeline)
     manifests = []
-    for window_id in range(config.first_window, config.last_window + 1):
+    for window_id in config.window_ids:
         manifest = staging.read_window_manifest(window_id)
         if manifest is None:
             raise TerminalCdcError(
@@ -851,68 +783,29 @@ def run_apply(spark: SparkSession, config: ApplyConfig) -> dict[str, Any]:
                 "run its capture first (a window exists only once its manifest is published)"
             )
         manifests.append(manifest)
-    tables: dict[str, dict[str, Any]] = {}
+    tables: dict[str, TableReport] = {}
     for table_name in tables_in_windows(manifests):
-        report = TableApplier(spark, config, table_name, staging).apply()
-        tables[table_name] = asdict(report)
-        log.info("%s: %s %s", table_name, report.status, report.error or report.windows_applied)
-    result = {
-        "pipeline": config.pipeline,
-        "first_window": config.first_window,
-        "last_window": config.last_window,
-        "upper": manifests[-1].upper,
-        "tables": tables,
-        "failed": sorted(name for name, report in tables.items() if report["status"] == "failed"),
-    }
+        table = tables[table_name] = TableApplier(spark, config, table_name, staging).apply()
+        log.info("%s: %s %s", table_name, table.status, table.error or table.windows_applied)
+    report = ApplyReport(config.pipeline, config.first_window, config.last_window, manifests[-1].upper, tables)
     if config.report_uri:
-        write_report(config.report_uri, result)
-    return result
+        write_text_to_uri(config.report_uri, report.to_json())
+    return report
 
 
-def write_report(report_uri: str, report: dict[str, Any]) -> None:
-    """Write the report JSON atomically to a pyarrow filesystem URI."""
-    write_text_to_uri(report_uri, json.dumps(report, sort_keys=True, indent=2) + "\n")
+def read_spec(spec_uri: str) -> ApplySpec:
+    """The :class:`ApplySpec` at a pyarrow filesystem URI (the job's ``--spec``)."""
+    text = read_text_from_uri(spec_uri)
+    if text is None:
+        raise ConfigurationError(f"there is no apply spec at {spec_uri}; give the job the URI the operator wrote")
+    return ApplySpec.from_json(text, spec_uri)
 
 
-def parse_windows(text: str) -> tuple[int, int]:
-    """``"5"`` or ``"3-5"`` -> (first, last)."""
-    try:
-        first, _, last = text.strip().partition("-")
-        return int(first), int(last or first)
-    except ValueError:
-        raise ConfigurationError(f"--windows must be N or N-M (window ids), got {text!r}") from None
-
-
-def parse_args(argv: Sequence[str]) -> ApplyConfig:
-    """The job's command line."""
+def parse_args(argv: Sequence[str]) -> str:
+    """The job's command line: ``--spec URI``; returns the URI."""
     parser = argparse.ArgumentParser(prog="apply_changes.py", description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--pipeline", required=True)
-    parser.add_argument("--staging-uri", required=True)
-    parser.add_argument("--windows", required=True, help="window id, or first-last")
-    parser.add_argument("--catalog", default="lake")
-    parser.add_argument("--target-template", default="{database}.{table}")
-    parser.add_argument("--history", default="", help="comma-separated db.table patterns with a changelog table")
-    parser.add_argument("--history-suffix", default="_changelog")
-    parser.add_argument("--drop-dropped-columns", action="store_true")
-    parser.add_argument("--schema-change-policy", choices=SCHEMA_CHANGE_POLICIES, default=SCHEMA_CHANGE_REBUILD)
-    parser.add_argument("--chunks-per-commit", type=int, default=8)
-    parser.add_argument("--report-uri", default="")
-    args = parser.parse_args(list(argv))
-    first, last = parse_windows(args.windows)
-    return ApplyConfig(
-        pipeline=args.pipeline,
-        staging_uri=args.staging_uri,
-        first_window=first,
-        last_window=last,
-        catalog=args.catalog,
-        target_template=args.target_template,
-        history=tuple(p.strip() for p in args.history.split(",") if p.strip()),
-        history_suffix=args.history_suffix,
-        drop_dropped_columns=args.drop_dropped_columns,
-        schema_change_policy=args.schema_change_policy,
-        chunks_per_commit=args.chunks_per_commit,
-        report_uri=args.report_uri,
-    )
+    parser.add_argument("--spec", required=True, help="URI of the ApplySpec JSON (apply/contract.py)")
+    return str(parser.parse_args(list(argv)).spec)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -921,8 +814,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = parse_args(sys.argv[1:] if argv is None else argv)
-    except ConfigurationError as exc:
+        config = read_spec(parse_args(sys.argv[1:] if argv is None else argv))
+    except MySqlCdcError as exc:
         log.error("%s", exc)
         return 2
     spark = SparkSession.builder.appName(f"mysql-cdc-apply-{config.pipeline}").getOrCreate()
@@ -933,12 +826,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         spark.stop()
-    print(json.dumps({"apply": {k: v for k, v in report.items() if k != "tables"}}, sort_keys=True))
-    for name, table in report["tables"].items():
-        print(f"apply table={name} status={table['status']} windows={table['windows_applied']} rows={table['rows']}")
-        if table["error"]:
-            print(f"apply table={name} error={table['error']}", file=sys.stderr)
-    return 1 if report["failed"] else 0
+    summary = {"pipeline": report.pipeline, "first_window": report.first_window, "last_window": report.last_window}
+    print(json.dumps({"apply": {**summary, "upper": report.upper, "failed": report.failed}}, sort_keys=True))
+    for name, table in report.tables.items():
+        print(f"apply table={name} status={table.status} windows={table.windows_applied} rows={table.rows}")
+        if table.error:
+            print(f"apply table={name} error={table.error}", file=sys.stderr)
+    return 1 if report.failed else 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,13 @@ the manifest format itself is :mod:`airflow_provider_mysql_cdc.core.staging`.
 from __future__ import annotations
 
 from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
-from airflow_provider_mysql_cdc.staging.area import Staging, StagingWriteError, new_attempt_token, write_text_to_uri
+from airflow_provider_mysql_cdc.staging.area import (
+    Staging,
+    StagingWriteError,
+    new_attempt_token,
+    read_text_from_uri,
+    write_text_to_uri,
+)
 from airflow_provider_mysql_cdc.staging.writer import (
     DEFAULT_ROW_GROUP_BYTES,
     DEFAULT_ROW_GROUP_ROWS,
@@ -26,5 +32,6 @@ __all__ = [
     "StagingWriter",
     "WindowStagingWriter",
     "new_attempt_token",
+    "read_text_from_uri",
     "write_text_to_uri",
 ]

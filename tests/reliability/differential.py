@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
+from airflow_provider_mysql_cdc.apply.contract import ApplySpec
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 from airflow_provider_mysql_cdc.apply.verify import TableComparison, compare_with_mysql
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from tests.integration.snapshot_pipeline import SnapshotPipeline
@@ -211,9 +212,9 @@ def _run_window(
     result.rows += snapshot_rows + captured_rows
     result.windows = window
 
-    report = run_apply(spark, ApplyConfig(pipeline.name, str(pipeline.staging), window, window, catalog=catalog))
+    report = run_apply(spark, ApplySpec(pipeline.name, str(pipeline.staging), window, window, catalog=catalog))
     timer.lap("apply")
-    failed = {name: report["tables"][name]["error"] for name in report["failed"]}
+    failed = {name: report.tables[name].error for name in report.failed}
     for name, error in failed.items():
         result.problems.append(f"window {window}: apply of {name} failed: {error}")
 
@@ -232,7 +233,7 @@ def _run_window(
     line = (
         f"seed={workload.seed} window={window} {timer.line()} chunks={len(chunks)} snapshot_rows={snapshot_rows} "
         f"captured_rows={captured_rows} transactions={capture.transactions} "
-        f"applied={sum(1 for t in report['tables'].values() if t['status'] == 'applied')} "
+        f"applied={sum(1 for t in report.tables.values() if t.status == 'applied')} "
         f"compared={len(comparisons)} mysql_rows={sum(c.mysql_rows for c in comparisons)} "
         f"differences={differences} | {counts.line()} | writer {writer_counts.line()}"
     )
