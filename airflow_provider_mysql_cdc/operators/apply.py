@@ -13,9 +13,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, AssetAlias, Context
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
-from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
-from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 
 if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
     from airflow_provider_mysql_cdc.staging import Staging
@@ -74,10 +72,10 @@ class SparkApplyOperator(SparkSubmitOperator):
     the Spark provider's ``SparkSubmitHook`` (the catalog's properties and memory go as Spark ``conf``).
     The master comes from the Spark connection (``spark_default``; its host ``local[*]`` runs Spark on
     the worker, ``yarn``, ``k8s://...`` or ``spark://host:7077`` a cluster).
-    After the job succeeds the applied frontier of each table is recorded in the metadata tables, and
-    the job's report (per table: status, windows applied, rows) is returned as XCom. A table the job
-    could not apply (a schema change the target cannot follow, a gap) fails the task after the other
-    tables were applied and recorded.
+    The job records what each table holds in the table's own Iceberg commits (the metadata database
+    is not used); its report (per table: status, windows applied, rows) is returned as XCom. A table
+    the job could not apply (a schema change the target cannot follow, a gap) fails the task after the
+    other tables were applied.
 
     :param pipeline: pipeline name.
     :param staging_uri: staging root the windows were captured to.
@@ -96,7 +94,6 @@ class SparkApplyOperator(SparkSubmitOperator):
         tables are applied.
     :param chunks_per_commit: snapshot chunks merged per Iceberg commit when loading a snapshot.
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
-    :param metadata_conn_id: metadata database connection (default: SQLite in AIRFLOW_HOME).
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
     :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
         is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
@@ -134,7 +131,6 @@ class SparkApplyOperator(SparkSubmitOperator):
         drop_dropped_columns: bool = ApplySpec.drop_dropped_columns,
         schema_change_policy: str = ApplySpec.schema_change_policy,
         chunks_per_commit: int = ApplySpec.chunks_per_commit,
-        metadata_conn_id: str | None = None,
         local_python: str | None = None,
         conf: dict[str, Any] | None = None,
         jars: str | None = None,
@@ -166,7 +162,6 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.drop_dropped_columns = drop_dropped_columns
         self.schema_change_policy = schema_change_policy
         self.chunks_per_commit = chunks_per_commit
-        self.metadata_conn_id = metadata_conn_id
         self.local_python = local_python or sys.executable
         self.asset_alias = asset_alias
         self.report_uri = ""
@@ -226,12 +221,12 @@ class SparkApplyOperator(SparkSubmitOperator):
             report = self._read_report(staging, report_path)
             if report is None:
                 raise
-            self._record(report)
+            self._log_report(report)
             raise TerminalCdcError(self._failure_text(report)) from exc
         report = self._read_report(staging, report_path)
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
-        self._record(report)
+        self._log_report(report)
         self._emit_asset_events(context, report)
         return self._xcom(report)
 
@@ -280,11 +275,8 @@ class SparkApplyOperator(SparkSubmitOperator):
         found = staging.read_text(report_path)
         return None if found is None else ApplyReport.from_json(*found)
 
-    def _record(self, report: ApplyReport) -> None:
-        """Advance the applied frontier of each table that holds every requested window (all but the
-        failed ones) to the last window's upper bound."""
-        store = metadata_store(self.metadata_conn_id)
-        upper = GtidSet.parse(report.upper)
+    def _log_report(self, report: ApplyReport) -> None:
+        """Log what the job did per table (what each table holds is in its Iceberg commits)."""
         for table_name, table in report.tables.items():
             if table.rebuild:
                 self.log.warning(
@@ -292,8 +284,6 @@ class SparkApplyOperator(SparkSubmitOperator):
                     table_name,
                     table.rebuild,
                 )
-            elif not table.failed:
-                store.advance_applied_frontier(report.pipeline, table_name, upper)
         self.log.info("apply of windows %s..%s: %s", report.first_window, report.last_window, self._summary(report))
 
     @staticmethod

@@ -103,9 +103,6 @@ def apply_operator(tmp_path: Path, pipeline: str, monkeypatch: pytest.MonkeyPatc
     from tests.spark_session import iceberg_jars
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_BIG_VALUES_META", json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "meta.db")})
-    )
     return SparkApplyOperator(
         task_id="apply",
         pipeline=pipeline,
@@ -113,7 +110,6 @@ def apply_operator(tmp_path: Path, pipeline: str, monkeypatch: pytest.MonkeyPatc
         windows="1",
         warehouse=str(tmp_path / "warehouse"),
         jars=",".join(str(jar) for jar in iceberg_jars()),
-        metadata_conn_id="big_values_meta",
         asset_alias=None,
         conf={
             "spark.driver.bindAddress": "127.0.0.1",
