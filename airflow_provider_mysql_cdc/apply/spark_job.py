@@ -36,9 +36,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     ApplyWindow,
     KeyFilter,
     LoadSnapshotChunks,
-    RebuildPendingError,
     TableStep,
-    UnsupportedSchemaChangeError,
     key_filter_applies,
     key_filter_pays_off,
     plan_schema_changes,
@@ -70,7 +68,6 @@ from airflow_provider_mysql_cdc.core.schema_events import (
     SchemaEvent,
 )
 from airflow_provider_mysql_cdc.core.staging import (
-    CorruptStagingError,
     SchemaVersionInfo,
     SnapshotTableManifest,
     StagedFile,
@@ -78,10 +75,14 @@ from airflow_provider_mysql_cdc.core.staging import (
 )
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
+    CorruptStagingError,
     MySqlCdcError,
+    RebuildPendingError,
+    StaleApplyStateError,
     TableWithoutKeyError,
     TerminalCdcError,
-    TransientCdcError,
+    UnsupportedSchemaChangeError,
+    WarehouseUnreachableError,
 )
 from airflow_provider_mysql_cdc.staging import Staging, read_text_from_uri, write_text_to_uri
 
@@ -540,7 +541,7 @@ class TableApplier:
             self._ensure_target(self.target, source.frame, changelog=False, step=step, alterations=alterations)
         state = self.read_state()
         if (state or AppliedState(self.config.pipeline)) != step.before:
-            raise _StaleState(f"{self.target} moved to {state} while {step.describe()} was prepared")
+            raise StaleApplyStateError(f"{self.target} moved to {state} while {step.describe()} was prepared")
         if replaces_table:
             self._replace(step, source.frame, step.after.to_summary())
         else:
@@ -582,7 +583,7 @@ class TableApplier:
                     break
                 except Exception as exc:
                     if (
-                        not (isinstance(exc, _StaleState) or _is_commit_conflict(exc))
+                        not (isinstance(exc, StaleApplyStateError) or _is_commit_conflict(exc))
                         or attempt == MAX_CONFLICT_RETRIES
                     ):
                         raise
@@ -666,11 +667,6 @@ class TableApplier:
             self.report.changelog_windows.append(step.manifest.window_id)
 
 
-class WarehouseUnreachableError(TransientCdcError):
-    """Raised when the apply's Iceberg catalog (REST service, metastore) or its warehouse storage cannot
-    be reached; nothing is applied."""
-
-
 def _mask_userinfo(text: str) -> str:
     """``scheme://user:secret@host`` -> ``scheme://***@host``."""
     return re.sub(r"(?<=://)[^/@\s]+@", "***@", text)
@@ -709,10 +705,6 @@ def require_reachable_catalog(spark: SparkSession, catalog: str) -> None:
             f"{java_error_summary(exc)}. Nothing was applied: check the catalog's uri or warehouse, the network "
             "and the catalog's credentials, then retry"
         ) from None
-
-
-class _StaleState(Exception):
-    """The table's state changed between planning and a step: another apply committed."""
 
 
 def with_commit_properties(spark: SparkSession, properties: dict[str, str], action: Callable[[], object]) -> None:

@@ -102,26 +102,28 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
-from airflow_provider_mysql_cdc.capture.transaction_payload import (
-    TRANSACTION_PAYLOAD_EVENT,
-    TransactionPayloadError,
-    inner_events,
-)
+from airflow_provider_mysql_cdc.capture.transaction_payload import TRANSACTION_PAYLOAD_EVENT, inner_events
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import MAX_TRANSACTION_NUMBER, Gtid, GtidSet, Interval, SourceKey
 from airflow_provider_mysql_cdc.core.preflight import ServerVersion
 from airflow_provider_mysql_cdc.decoding.library_fixes import install_table_map_fixes
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import (
+    BinlogConnectionLostError,
+    BinlogPurgedError,
+    BinlogReconnectRefusedError,
+    BinlogStreamError,
+    ConfigurationError,
+    TerminalCdcError,
+    TransactionPayloadError,
+    TransientCdcError,
+)
 from airflow_provider_mysql_cdc.mysql.client import connect, query, query_value
 
 __all__ = [
     "GTID_LOG_EVENT",
     "GTID_TAGGED_LOG_EVENT",
-    "BinlogConnectionLostError",
     "BinlogItem",
-    "BinlogPurgedError",
     "BinlogReader",
-    "BinlogStreamError",
     "GtidEventData",
     "Idle",
     "QueryStatement",
@@ -147,18 +149,6 @@ _FATAL_ERROR_READING_BINLOG = 1236  # ER_SOURCE_FATAL_ERROR_READING_BINLOG: purg
 _LOST_CONNECTION = {1053, 1927, 2002, 2003, 2006, 2013, 2055}
 
 # -- errors ------------------------------------------------------------------------------------
-
-
-class BinlogPurgedError(TerminalCdcError):
-    """Raised when binlogs holding transactions after the reader's start set are already purged."""
-
-
-class BinlogConnectionLostError(TransientCdcError):
-    """Raised when the binlog stream's connection is lost; the message names the last GTID read."""
-
-
-class BinlogStreamError(TerminalCdcError):
-    """Raised when the server ends the stream with an error or sends what cannot be read safely."""
 
 
 # -- items -------------------------------------------------------------------------------------
@@ -415,10 +405,6 @@ def install_library_fixes() -> None:
     _install_library_hooks()
 
 
-class _StreamLost(Exception):
-    """The library tried to reconnect after losing the stream."""
-
-
 class _StreamReader(BinLogStreamReader):  # type: ignore[misc]
     """The library's stream reader, without its silent reconnect (it would replay from ``after``)."""
 
@@ -426,7 +412,7 @@ class _StreamReader(BinLogStreamReader):  # type: ignore[misc]
 
     def _BinLogStreamReader__connect_to_stream(self) -> None:
         if self._connected_once:
-            raise _StreamLost
+            raise BinlogReconnectRefusedError("the binlog stream was lost and the library tried to reconnect")
         self._connected_once = True
         super()._BinLogStreamReader__connect_to_stream()
 
@@ -666,7 +652,7 @@ class BinlogReader:
             raise BinlogStreamError("the binlog reader is closed")
         try:
             event = self._stream.fetchone()
-        except _StreamLost:
+        except BinlogReconnectRefusedError:
             raise self._lost("the connection was lost") from None
         except pymysql.err.MySQLError as exc:
             code, text = _error_code_and_text(exc, self._config)

@@ -36,10 +36,10 @@ from pymysqlreplication.row_event import (
 from airflow_provider_mysql_cdc.core.types import ColumnSpec
 from airflow_provider_mysql_cdc.decoding.binlog_values import VALUE_READERS
 from airflow_provider_mysql_cdc.decoding.converters import value_converter
-from airflow_provider_mysql_cdc.decoding.json_diff import JsonDiff, JsonDiffError, diffs_to_text, parse_json_diffs
+from airflow_provider_mysql_cdc.decoding.json_diff import JsonDiff, diffs_to_text, parse_json_diffs
 from airflow_provider_mysql_cdc.decoding.json_text import json_binary_to_text
 from airflow_provider_mysql_cdc.decoding.values import InvalidValue
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.errors import JsonDiffError, TerminalCdcError
 
 __all__ = ["ABSENT", "JsonDiffList", "RowConverter", "decoded_rows"]
 

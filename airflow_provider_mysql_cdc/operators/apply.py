@@ -232,7 +232,7 @@ class SparkApplyOperator(SparkSubmitOperator):
 
     def _size_memory(self, staging: Staging, master: str, spec: ApplySpec) -> None:
         """Give Spark the memory the windows' largest staged row needs, or fail before submitting with
-        :class:`~airflow_provider_mysql_cdc.apply.memory.SparkMemoryTooSmallError` (see that module)."""
+        :class:`~airflow_provider_mysql_cdc.errors.SparkMemoryTooSmallError` (see ``apply.memory``)."""
         from airflow_provider_mysql_cdc.apply.memory import MIB, plan_apply_memory
 
         footprint, settings = plan_apply_memory(

@@ -41,14 +41,8 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD, require_schema_change_policy
-from airflow_provider_mysql_cdc.core.staging import (
-    CorruptStagingError,
-    SchemaVersionInfo,
-    SnapshotTableManifest,
-    StagingManifest,
-    cdc_seq,
-)
-from airflow_provider_mysql_cdc.core.table_schema import SchemaModelError, table_from_create
+from airflow_provider_mysql_cdc.core.staging import SchemaVersionInfo, SnapshotTableManifest, StagingManifest, cdc_seq
+from airflow_provider_mysql_cdc.core.table_schema import table_from_create
 from airflow_provider_mysql_cdc.core.types import (
     DECIMAL128_MAX_PRECISION,
     INTEGER_TYPES,
@@ -60,9 +54,12 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.decoding.text_rows import SNAPSHOT_SESSION_STATEMENTS, select_expressions
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
+    CorruptStagingError,
+    FrontierConflictError,
     MySqlQueryError,
-    TerminalCdcError,
-    TransientCdcError,
+    SchemaModelError,
+    SnapshotLockTimeoutError,
+    SnapshotNotPlannedError,
 )
 from airflow_provider_mysql_cdc.errors import MissingPrivilegeError as MissingPrivilegeError  # noqa: PLC0414  re-export: it was defined here
 from airflow_provider_mysql_cdc.errors import TableWithoutKeyError as TableWithoutKeyError  # noqa: PLC0414  re-export: it was defined here
@@ -82,12 +79,7 @@ from airflow_provider_mysql_cdc.snapshot.defaults import (
 )
 from airflow_provider_mysql_cdc.snapshot.fast_reader import FETCH_BYTES, staged_record_batches
 from airflow_provider_mysql_cdc.staging import DEFAULT_ROW_GROUP_BYTES, SnapshotChunkWriter, Staging, StagingWriter
-from airflow_provider_mysql_cdc.store.frontier_store import (
-    FrontierConflictError,
-    FrontierStore,
-    SnapshotChunkRecord,
-    SnapshotRecord,
-)
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, SnapshotChunkRecord, SnapshotRecord
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +95,6 @@ _CHUNKABLE_TYPES = set(INTEGER_TYPES) | {"year", "char", "varchar", "binary", "v
 _ER_NO_SUCH_TABLE = 1146
 _ER_ACCESS_DENIED_CODES = (1044, 1142, 1227)
 _ER_LOCK_WAIT_TIMEOUT = 1205
-
-
-class SnapshotLockTimeoutError(TransientCdcError):
-    """Raised when ``LOCK TABLES ... READ`` waited too long behind running transactions."""
-
-
-class SnapshotNotPlannedError(TerminalCdcError):
-    """Raised when a chunk is run that the metadata store does not know."""
 
 
 @dataclass(frozen=True)

@@ -34,23 +34,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from airflow_provider_mysql_cdc.core.staging import (
-    MANIFEST_NAME,
+from airflow_provider_mysql_cdc.core.staging import MANIFEST_NAME, SnapshotTableManifest, StagedFile, StagingManifest
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
     CorruptStagingError,
-    SnapshotTableManifest,
-    StagedFile,
-    StagingManifest,
+    StagingWriteError,
 )
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TransientCdcError
 
 log = logging.getLogger(__name__)
 
 #: The directory of a kind of staged unit that holds the temporary directories of its attempts.
 ATTEMPTS_DIR_NAME = "_tmp"
-
-
-class StagingWriteError(TransientCdcError):
-    """Raised when the staging filesystem refuses a write (permissions, network, quota)."""
 
 
 def open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

@@ -23,8 +23,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.errors import FrontierConflictError as FrontierConflictError  # noqa: PLC0414  re-export
-from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
+from airflow_provider_mysql_cdc.errors import (
+    FrontierConflictError,
+    FrontierStoreError,
+    MySqlCdcError,
+    UnknownPipelineError,
+)
 from airflow_provider_mysql_cdc.store.schema_tracking import SchemaRecords
 from airflow_provider_mysql_cdc.store.tables import (
     STORE_SCHEMA_VERSION,
@@ -35,14 +39,6 @@ from airflow_provider_mysql_cdc.store.tables import (
     store_version_table,
     windows_table,
 )
-
-
-class FrontierStoreError(TerminalCdcError):
-    """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
-
-
-class UnknownPipelineError(TerminalCdcError):
-    """Raised when a pipeline is used before it was registered with an initial frontier."""
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_mysql_cdc.apply.memory import (
-    MIB,
-    SparkMemoryTooSmallError,
-    heap_needed,
-    spark_memory,
-    staged_footprint,
-)
+from airflow_provider_mysql_cdc.apply.memory import MIB, heap_needed, spark_memory, staged_footprint
+from airflow_provider_mysql_cdc.errors import SparkMemoryTooSmallError
 from airflow_provider_mysql_cdc.staging import DEFAULT_ROW_GROUP_BYTES, Staging
 from tests.conftest import INSTANCE_PREFIX
 from tests.integration.pipeline_child import run_in_child

@@ -32,27 +32,26 @@ from typing import Any
 import pytest
 
 from airflow_provider_mysql_cdc.apply.contract import ApplySpec
-from airflow_provider_mysql_cdc.apply.plan import RebuildPendingError
-from airflow_provider_mysql_cdc.apply.spark_job import WarehouseUnreachableError, run_apply
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, CaptureResult, capture_window
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
-from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
+    CorruptStagingError,
+    FrontierStoreError,
     MissingPrivilegeError,
     MySqlAuthenticationError,
     MySqlUnreachableError,
     PreflightFailedError,
-)
-from airflow_provider_mysql_cdc.snapshot.engine import (
-    SnapshotPlan,
-    SnapshotRequest,
+    RebuildPendingError,
+    StagingWriteError,
     TableWithoutKeyError,
-    plan_snapshot,
+    WarehouseUnreachableError,
 )
-from airflow_provider_mysql_cdc.staging import Staging, StagingWriteError
-from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, FrontierStoreError
+from airflow_provider_mysql_cdc.snapshot.engine import SnapshotPlan, SnapshotRequest, plan_snapshot
+from airflow_provider_mysql_cdc.staging import Staging
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.conftest import INSTANCE_PREFIX
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.mysql_servers import MySqlTestServer, free_port, running_local

@@ -22,11 +22,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogConnectionLostError, BinlogPurgedError
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
-from airflow_provider_mysql_cdc.errors import MySqlQueryError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import (
+    BinlogConnectionLostError,
+    BinlogPurgedError,
+    MySqlQueryError,
+    TransientCdcError,
+)
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowStatus

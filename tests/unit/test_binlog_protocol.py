@@ -17,7 +17,6 @@ from pymysqlreplication.gtid import GtidSet as LibraryGtidSet
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
     GTID_LOG_EVENT,
     GTID_TAGGED_LOG_EVENT,
-    BinlogStreamError,
     _DumpGtidSet,
     _install_library_hooks,
     _SeenGtids,
@@ -28,6 +27,7 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     read_varlen_uint,
 )
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.errors import BinlogStreamError
 
 SERVER_UUID = "08a9112c-e638-11f1-8cf2-02fc00000001"
 OTHER_UUID = "aaaaaaaa-0000-0000-0000-000000000001"

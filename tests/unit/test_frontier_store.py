@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.store.frontier_store import FrontierConflictError, FrontierStore, FrontierStoreError
+from airflow_provider_mysql_cdc.errors import FrontierConflictError, FrontierStoreError
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from airflow_provider_mysql_cdc.store.tables import STORE_SCHEMA_VERSION, store_version_table
 
 U = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
