@@ -411,7 +411,7 @@ def change_layout(spark: SparkSession, target: str, write_mode: str | None, buck
 def stage_clock() -> Iterator[dict[str, float]]:
     """Wall seconds of the top-level calls of :data:`STAGE_METHODS` on ``TableApplier`` while inside,
     and of the calls of :data:`SUB_STAGE_METHODS` (which are also inside some stage's figure)."""
-    from airflow_provider_mysql_cdc.apply.spark_job import TableApplier
+    from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 
     seconds: dict[str, float] = dict.fromkeys((*STAGE_METHODS, *SUB_STAGE_METHODS), 0.0)
     depth = {"stage": 0, **dict.fromkeys(SUB_STAGE_METHODS, 0)}
@@ -446,7 +446,7 @@ def stage_clock() -> Iterator[dict[str, float]]:
 @contextlib.contextmanager
 def without_key_filter() -> Iterator[None]:
     """MERGE without the key filter while inside (``--no-key-filter``)."""
-    from airflow_provider_mysql_cdc.apply.spark_job import TableApplier
+    from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 
     original = TableApplier._key_filter
     TableApplier._key_filter = lambda *args, **kwargs: None  # type: ignore[method-assign]

@@ -17,7 +17,7 @@ held whole several times over: read, sorted for the last change per key, shuffle
 by the Iceberg writer, and the JVM needs room to place such large arrays), 3328 MiB for 64 MiB rows on
 ``local[2]``. The rest of a window is not held at once: the reader's batches are bounded by bytes
 here, the sorts spill, and the targets check their row group's size from the first row
-(``write.parquet.row-group-check-min-record-count``, ``spark_job.TARGET_PROPERTIES``); a 1 GiB
+(``write.parquet.row-group-check-min-record-count``, ``merge_sql.TARGET_PROPERTIES``); a 1 GiB
 transaction of 16 MiB rows applies in the 1280 MiB that the line through the first measurements
 gave for a 16 MiB row (this gives 1536 MiB).
 

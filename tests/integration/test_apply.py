@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
 from airflow_provider_mysql_cdc.apply.plan import AppliedState
-from airflow_provider_mysql_cdc.apply.spark_job import TableApplier, run_apply
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
+from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.integration.test_type_roundtrip import CASES, VECTOR, _version, create_table, insert_rows, write_session

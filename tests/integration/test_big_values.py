@@ -220,7 +220,7 @@ def test_a_1_gib_transaction_is_captured_in_bounded_memory_and_applied(
     assert staged == expected
 
     # Applied with the memory the operator sizes from the largest row (16 MiB), not the transaction's size:
-    # the Iceberg writer checks its row group from the first row on (spark_job.TARGET_PROPERTIES).
+    # the Iceberg writer checks its row group from the first row on (merge_sql.TARGET_PROPERTIES).
     operator = apply_operator(tmp_path, name, monkeypatch)
     report = operator.execute({"run_id": "apply-1"})
     assert report["tables"][f"{db}.t"]["status"] == "applied", report
