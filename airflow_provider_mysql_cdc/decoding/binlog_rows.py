@@ -14,7 +14,7 @@ column). Two steps, each for one reason:
   the ``_cdc_invalid_values`` map (see the README's "Type map").
 
 The table map the events refer to must have been parsed with the library fixes installed
-(:func:`~airflow_provider_mysql_cdc.capture.binlog_reader.install_library_fixes`, which
+(:func:`~airflow_provider_mysql_cdc.capture.binlog_library.install_library_fixes`, which
 ``BinlogReader.open()`` runs); :func:`~airflow_provider_mysql_cdc.decoding.table_map.column_specs_from_table_map`
 checks it.
 """

@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_mysql_cdc.capture.binlog_protocol import GTID_LOG_EVENT, GTID_TAGGED_LOG_EVENT, decode_gtid_event
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
-    GTID_LOG_EVENT,
-    GTID_TAGGED_LOG_EVENT,
     BinlogItem,
     BinlogReader,
     Idle,
@@ -29,7 +28,6 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     RowsEvent,
     TransactionCommit,
     TransactionStart,
-    decode_gtid_event,
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
