@@ -28,19 +28,8 @@ from types import TracebackType
 from typing import Any, Literal
 
 import pymysql
-from pymysqlreplication.event import (
-    GtidEvent,
-    HeartbeatLogEvent,
-    QueryEvent,
-    RotateEvent,
-    XAPrepareEvent,
-    XidEvent,
-)
-from pymysqlreplication.row_event import (
-    DeleteRowsEvent,
-    UpdateRowsEvent,
-    WriteRowsEvent,
-)
+from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from airflow_provider_mysql_cdc.capture.binlog_library import (
     STREAM_EVENTS,
