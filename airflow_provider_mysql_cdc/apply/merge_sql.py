@@ -4,8 +4,10 @@ pure text and choices, no Spark (:mod:`.table_applier` runs them)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from airflow_provider_mysql_cdc.apply.plan import ApplyWindow, quote
+from airflow_provider_mysql_cdc.apply.schema_alignment import ColumnBackfill
 from airflow_provider_mysql_cdc.apply.staged_rows import PARTIAL_COLUMN, sql_string
 from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import SchemaVersionInfo
@@ -46,14 +48,28 @@ def final_version(step: ApplyWindow, table_schemas: Sequence[SchemaVersionInfo])
     return None
 
 
-def updated_value(column: str, partial: bool) -> str:
-    """The MERGE's new value of a target column: the staged one, or the target's own where a partial row
-    image lacks the column."""
+def merge_update_value(column: str, partial: bool, backfill: str | None = None) -> str:
+    """The MERGE's new value of a target column: the staged one, or, where a partial row image lacks the
+    column, the target's own, or ``backfill`` (an expression) for a column the window added: the row
+    existed when it was added and no image since has set it, so it holds the value MySQL gave it then."""
     staged = f"s.{quote(column)}"
     if not partial:
         return staged
     absent = f"s.{PARTIAL_COLUMN} IS NOT NULL AND map_contains_key(s.{PARTIAL_COLUMN}, {sql_string(column)})"
-    return f"CASE WHEN {absent} THEN t.{quote(column)} ELSE {staged} END"
+    return f"CASE WHEN {absent} THEN {backfill or f't.{quote(column)}'} ELSE {staged} END"
+
+
+def backfill_expressions(
+    backfills: Sequence[ColumnBackfill], types: dict[str, str], args: dict[str, Any]
+) -> dict[str, str]:
+    """The value of each column the window added, as a typed MERGE expression, by the target column's
+    lower-case name (``types``: its Spark type by that name); the values go into ``args``."""
+    values = {}
+    for index, backfill in enumerate(backfills):
+        args[f"cdc_backfill_{index}"] = backfill.value
+        column_type = types.get(backfill.column.lower(), "string")
+        values[backfill.column.lower()] = f"CAST(:cdc_backfill_{index} AS {column_type})"
+    return values
 
 
 def json_document_columns(final: SchemaVersionInfo | None, columns: Sequence[str]) -> list[str]:

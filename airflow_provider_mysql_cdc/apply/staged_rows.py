@@ -2,7 +2,8 @@
 
 * :func:`read_versions` reads a step's staged files, each schema version under the names its column
   identities have at the end of the window (:func:`~.schema_alignment.version_renames`), unioned by
-  name (a column missing from a version is NULL there).
+  name (a column missing from a version is NULL there); a partial image's ``_cdc_partial`` names its
+  absent columns the same way.
 * :func:`window_rows` keeps the rows a window's schema events leave (none before a TRUNCATE or a
   reset, none from a pending rebuild on) and gives back-filled columns the value MySQL gave the rows
   that existed when the column was added.
@@ -49,7 +50,8 @@ def read_versions(
 
     ``renames_by_version[v]`` maps version ``v``'s table columns to the names they are read under;
     columns it leaves out are dropped (their identity does not exist any more). A version without an
-    entry keeps its names. Staging columns (``_cdc_*``) are always kept."""
+    entry keeps its names. Staging columns (``_cdc_*``) are always kept; the keys of ``_cdc_partial``
+    (absent columns, by their staged names) are renamed alike."""
     frame: DataFrame | None = None
     for version in sorted(paths_by_version):
         rows = read_staged(spark, paths_by_version[version])
@@ -60,8 +62,26 @@ def read_versions(
             kept = [F.col(quote(name)).alias(renames[name]) for name in rows.columns if name in renames]
             staging = [F.col(quote(name)) for name in rows.columns if name.startswith("_cdc_") and name not in renames]
             rows = rows.select(*kept, *staging)
+            if PARTIAL_COLUMN in rows.columns:
+                rows = rows.withColumn(PARTIAL_COLUMN, renamed_partial_keys(F.col(PARTIAL_COLUMN), renames))
         frame = rows if frame is None else frame.unionByName(rows, allowMissingColumns=True)
     return frame
+
+
+def renamed_partial_keys(partial: Column, renames: Mapping[str, str]) -> Column:
+    """A ``_cdc_partial`` map whose keys (a staged version's column names) are renamed by ``renames``.
+    Keys of columns whose identity is gone are dropped, so a column added later under a dropped
+    column's name is not taken for absent; a map left empty is NULL (the image is complete for every
+    column that still exists)."""
+    from pyspark.sql import functions as F
+
+    if not renames:
+        return F.lit(None).cast("map<string,string>")
+    names = F.array(*[F.lit(name) for name in sorted(renames)])
+    mapping = F.create_map(*[F.lit(part) for pair in sorted(renames.items()) for part in pair])
+    kept = F.map_filter(partial, lambda key, _value: F.array_contains(names, key))
+    renamed = F.transform_keys(kept, lambda key, _value: F.element_at(mapping, key))
+    return F.when(F.size(renamed) > 0, renamed).otherwise(F.lit(None).cast("map<string,string>"))
 
 
 def window_rows(frame: DataFrame, changes: WindowTableChanges) -> DataFrame:

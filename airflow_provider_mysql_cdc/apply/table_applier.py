@@ -21,10 +21,11 @@ from airflow_provider_mysql_cdc.apply.merge_sql import (
     CHANGELOG_WINDOW_COLUMN,
     OP_COLUMN,
     TARGET_PROPERTIES,
+    backfill_expressions,
     describe_event,
     final_version,
     json_document_columns,
-    updated_value,
+    merge_update_value,
 )
 from airflow_provider_mysql_cdc.apply.plan import (
     AppliedState,
@@ -358,8 +359,8 @@ class TableApplier:
         args: dict[str, Any] = {}
         # With NOT MATCHED BY SOURCE the join is a full outer join: every target row takes part anyway.
         full_outer = replace_rest or bool(backfills)
+        types = {c.lower(): t for c, t in target_columns}
         if changes is not None and not full_outer and key_filter_pays_off(self._target_rows(), changed_rows):
-            types = {c.lower(): t for c, t in target_columns}
             key_types = [types.get(k.lower(), "") for k in keys]
             if key_filter_applies(key_types) and all(k.lower() in source_names for k in keys):
                 key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
@@ -371,7 +372,10 @@ class TableApplier:
                     on += f" AND ({condition})"
                     args[KeyFilter.PARAMETER] = key_filter.parameter()
         partial = PARTIAL_COLUMN in source_names
-        updates = ", ".join(f"t.{quote(c)} = {updated_value(c, partial)}" for c, _ in target_columns)
+        backfilled = backfill_expressions(backfills, types, args)
+        updates = ", ".join(
+            f"t.{quote(c)} = {merge_update_value(c, partial, backfilled.get(c.lower()))}" for c, _ in target_columns
+        )
         names = ", ".join(quote(c) for c, _ in target_columns)
         values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
         # A partial row whose key the target lacks has nothing to complete it: it is not inserted.
@@ -380,10 +384,7 @@ class TableApplier:
         if replace_rest:
             untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
         elif backfills:
-            settings = []
-            for index, backfill in enumerate(backfills):
-                args[f"cdc_backfill_{index}"] = backfill.value
-                settings.append(f"t.{quote(backfill.column)} = :cdc_backfill_{index}")
+            settings = [f"t.{quote(b.column)} = {backfilled[b.column.lower()]}" for b in backfills]
             untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
         view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
         statement = (

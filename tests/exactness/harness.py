@@ -33,8 +33,10 @@ from airflow_provider_mysql_cdc.apply import spark_job
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
 from airflow_provider_mysql_cdc.apply.memory import plan_apply_memory
 from airflow_provider_mysql_cdc.apply.spark_job import run_apply
+from airflow_provider_mysql_cdc.capture.engine import CaptureResult
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import MySqlCdcError
+from airflow_provider_mysql_cdc.snapshot.engine import ChunkResult
 from airflow_provider_mysql_cdc.staging import Staging
 from tests.exactness.comparison import TableComparison, compare_table, describe_differences, sql_string
 from tests.exactness.iceberg_reader import current_metadata_file
@@ -157,7 +159,11 @@ def submit_apply(config: ApplySpec, warehouse: Path, report_path: Path) -> Apply
 
 class ExactnessPipeline:
     """One test pipeline over whole databases: snapshot, then windows of capture + apply, each
-    followed by the comparison of every table of those databases."""
+    followed by the comparison of every table of those databases.
+
+    The targets are compared with ``oracle`` (default: ``server`` itself). A source that is written
+    while windows are cut (the randomized differential) is compared through a replica stopped at the
+    window's upper GTID set instead: that replica is MySQL as of the window."""
 
     def __init__(
         self,
@@ -168,9 +174,11 @@ class ExactnessPipeline:
         databases: Sequence[str],
         *,
         own_jvm: bool = False,
+        oracle: MySqlTestServer | None = None,
         **snapshot_settings: Any,
     ) -> None:
         self.server = server
+        self.oracle = oracle or server
         self.spark = spark
         self.name = name
         self.databases = tuple(databases)
@@ -189,10 +197,10 @@ class ExactnessPipeline:
 
     # -- running ------------------------------------------------------------------------------------
 
-    def snapshot(self) -> None:
-        """Plan the pipeline's snapshot and run every chunk."""
+    def snapshot(self) -> list[ChunkResult]:
+        """Plan the pipeline's snapshot and run every chunk; return the chunks' results."""
         try:
-            self.engine.snapshot(f"{self.name}-snapshot-{len(self.windows)}")
+            return self.engine.snapshot(f"{self.name}-snapshot-{len(self.windows)}")
         except MySqlCdcError as exc:
             raise WindowStopped(len(self.windows) + 1, [StopError("snapshot", type(exc).__name__, str(exc))]) from exc
 
@@ -204,13 +212,22 @@ class ExactnessPipeline:
     def run_window(self) -> WindowRecord:
         """Capture the next window (everything committed so far) and apply it; raise
         :class:`WindowStopped` when the capture or a table's apply stopped with an error."""
-        number = len(self.windows) + 1
         if self.windows:  # as each run of the example DAG: snapshot what needs one, then capture
             self.snapshot()
+        return self.apply_captured(self.capture_next())
+
+    def capture_next(self) -> CaptureResult:
+        """Capture the next window (``cutoff=catch_up``: everything committed so far), without the
+        snapshot plan that :meth:`run_window` runs first; raise :class:`WindowStopped` on a named error."""
+        number = len(self.windows) + 1
         try:
-            result = self.engine.capture(f"{self.name}-run-{number}")
+            return self.engine.capture(f"{self.name}-run-{number}")
         except MySqlCdcError as exc:
             raise WindowStopped(number, [StopError("capture", type(exc).__name__, str(exc))]) from exc
+
+    def apply_captured(self, result: CaptureResult) -> WindowRecord:
+        """Apply a captured window and record it (and the tables it leaves waiting for a rebuild);
+        raise :class:`WindowStopped` when the apply, or a table's apply, stopped with an error."""
         window_id = result.window_id
         config = ApplySpec(self.name, str(self.engine.staging), window_id, window_id, catalog=CATALOG)
         try:
@@ -231,7 +248,7 @@ class ExactnessPipeline:
         """Every table of the pipeline's databases that exists in MySQL or has an Iceberg target."""
         found: set[tuple[str, str]] = set()
         for database in self.databases:
-            rows = self.server.execute(
+            rows = self.oracle.execute(
                 "SELECT TABLE_NAME FROM information_schema.TABLES "
                 f"WHERE TABLE_SCHEMA = {sql_string(database)} AND TABLE_TYPE = 'BASE TABLE'"
             )
@@ -248,7 +265,7 @@ class ExactnessPipeline:
         for a rebuild are left out until the next window."""
         chosen = self.tables() if tables is None else list(tables)
         chosen = [(db, table) for db, table in chosen if f"{db}.{table}" not in self.rebuilding]
-        comparisons = [compare_table(self.server, self.warehouse, database, table) for database, table in chosen]
+        comparisons = [compare_table(self.oracle, self.warehouse, database, table) for database, table in chosen]
         if self.windows:
             self.windows[-1].comparisons = comparisons
         return comparisons

@@ -5,10 +5,14 @@ tests/exactness/."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from airflow_provider_mysql_cdc.apply.schema_alignment import ColumnBackfill, WindowTableChanges
 from airflow_provider_mysql_cdc.apply.staged_rows import (
@@ -16,6 +20,8 @@ from airflow_provider_mysql_cdc.apply.staged_rows import (
     fold_partial_rows,
     key_match,
     last_change_per_key,
+    read_versions,
+    renamed_partial_keys,
     temporal_keys,
     window_rows,
 )
@@ -101,3 +107,57 @@ def test_rows_before_a_backfilled_column_existed_get_its_value(spark: SparkSessi
     kept = by_id(window_rows(frame(spark, rows), changes))
     assert set(kept) == {2, 3}  # nothing at or before the TRUNCATE
     assert kept[2]["a"] == 42 and kept[3]["a"] == 7
+
+
+def test_absent_columns_of_a_partial_image_follow_their_identity(spark: SparkSession) -> None:
+    """A partial image names its absent columns as they were named when it was staged: after a swap of
+    two names they are read under the other name; a column whose identity is gone is not absent any
+    more (a column added later under its name is another one), and a map left empty is NULL."""
+    rows = [
+        (1, 0, None, None, {"a": "", "j": ""}, "u", 1),
+        (2, 0, None, None, {"a": ""}, "u", 2),
+        (3, 0, None, None, {"gone": ""}, "u", 3),
+        (4, 0, None, None, None, "c", 4),
+    ]
+    renamed = frame(spark, rows).withColumn(
+        "_cdc_partial", renamed_partial_keys(F.col("_cdc_partial"), {"a": "j", "j": "a", "id": "id"})
+    )
+    assert {row["id"]: row["_cdc_partial"] for row in renamed.collect()} == {
+        1: {"j": "", "a": ""},
+        2: {"j": ""},
+        3: None,
+        4: None,
+    }
+
+
+def test_staged_versions_are_read_with_their_absent_columns_under_final_names(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Two versions of a window: (id, a, j, gone) staged before a swap of ``a`` and ``j`` and a drop of
+    ``gone``, and (id, a, j) after; version 1's MINIMAL images name their absent columns by the old
+    names. Read together, every absent column is the same identity as in MySQL."""
+    partial = pa.map_(pa.string(), pa.string())
+    staging = [("_cdc_partial", partial), ("_cdc_op", pa.string()), ("_cdc_seq", pa.int64())]
+    before = pa.table(
+        {"id": [1, 2], "a": [10, None], "j": [None, "x"], "gone": [None, None]}
+        | {"_cdc_partial": [[("j", ""), ("gone", "")], [("a", ""), ("gone", "")]], "_cdc_op": ["u", "u"]}
+        | {"_cdc_seq": [1, 2]},
+        schema=pa.schema([("id", pa.int32()), ("a", pa.int32()), ("j", pa.string()), ("gone", pa.int32()), *staging]),
+    )
+    after = pa.table(
+        {"id": [3], "a": ["y"], "j": [None], "_cdc_partial": [[("j", "")]], "_cdc_op": ["u"], "_cdc_seq": [3]},
+        schema=pa.schema([("id", pa.int32()), ("a", pa.string()), ("j", pa.int32()), *staging]),
+    )
+    pq.write_table(before, tmp_path / "v1.parquet")
+    pq.write_table(after, tmp_path / "v2.parquet")
+    read = read_versions(
+        spark,
+        {1: [str(tmp_path / "v1.parquet")], 2: [str(tmp_path / "v2.parquet")]},
+        {1: {"id": "id", "a": "j", "j": "a"}, 2: {"id": "id", "a": "a", "j": "j"}},
+    )
+    assert read is not None
+    rows = by_id(read)
+    assert (rows[1]["j"], rows[1]["_cdc_partial"]) == (10, {"a": ""})  # a (now j) present; j (now a) absent
+    assert (rows[2]["a"], rows[2]["_cdc_partial"]) == ("x", {"j": ""})
+    assert (rows[3]["a"], rows[3]["_cdc_partial"]) == ("y", {"j": ""})
+    assert "gone" not in read.columns

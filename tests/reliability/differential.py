@@ -1,26 +1,36 @@
 """The randomized differential cycle: seeded workload -> snapshot -> capture -> Spark apply, then
-every Iceberg table compared with MySQL as of the window's upper GTID set.
+every Iceberg table compared with MySQL as of the window's upper GTID set, value by value.
 
-One window of :func:`run_differential` mirrors one run of the example DAG:
+The pipeline is the exactness tests' :class:`~tests.exactness.harness.ExactnessPipeline` (its schema
+change policy is the default, ``rebuild``), compared with a replica of the source instead of the
+source. One window of :func:`run_differential` mirrors one run of the example DAG:
 
 1. the workload's step for the window (:meth:`Workload.step`; window 1 creates the database);
 2. a :class:`ConcurrentWriter` starts writing small transactions;
-3. ``plan_snapshot`` and every chunk (the first window snapshots every table, later ones the tables
-   created since), then ``capture_window`` with the ``catch_up`` cut-off, all while the writer
-   writes, so snapshots are taken and windows are cut on a source that is being written;
-4. the writer stops; ``run_apply`` applies the window into the Iceberg catalog;
-5. the oracle: the replica applies exactly the window's upper GTID set
-   (:meth:`Replica.apply_until`), and ``compare_with_mysql`` compares every table of the database on
-   the replica with its Iceberg target, full rows, both directions (Spark ``exceptAll``).
+3. the snapshot plan and every chunk (the first window snapshots every table; later ones the tables
+   created since and the tables a window left waiting for a rebuild), then the capture with the
+   ``catch_up`` cut-off, all while the writer writes, so snapshots are taken and windows are cut on a
+   source that is being written;
+4. the writer stops; the apply runs the window into the Iceberg catalog ``lake``;
+5. the oracle: the replica applies exactly the window's upper GTID set (:meth:`Replica.apply_until`),
+   and every table of the database on the replica is compared with its Iceberg target read by
+   pyiceberg (:mod:`tests.exactness.comparison`: canonical values, both directions, as multisets).
+
+A table the window left waiting for a rebuild (a change its target cannot follow: the apply skips its
+rows from that change on and reports it) is not compared after that window; the next window's snapshot
+plan takes it, and from then on it is compared again. The same holds for a table that stopped with
+``TableWithoutKeyError`` (it lost its primary key; the next snapshot reads it once it has one again).
+Any other stop ends the run. After the last window a *settle* window runs with no writes at all (the
+snapshot plan, a capture, the apply): no table may still wait, and every table must equal MySQL.
 
 Because the writer keeps writing after the cut-off, the live source is ahead of the window; the
 replica stopped at the window's upper set is MySQL as of that set.
 
 ``rows`` in the result counts rows the pipeline moved: rows staged by the captures (every change
-row of every window) plus rows read by the snapshots (the verification snapshots of the comparison
-are not counted). ``differences`` counts rows present on one side only (both directions, as
-multisets), plus one per table that could not be compared (target missing, a MySQL column missing
-from the target) and one per table whose apply failed.
+row of every window) plus rows read by the snapshots. ``differences`` counts rows present on one side
+only (both directions, as multisets) plus one per table-level problem (target missing, a MySQL column
+missing from the target, a table still waiting after the settle window), and one per table whose
+apply stopped with an error that is not allowed.
 """
 
 from __future__ import annotations
@@ -31,17 +41,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_mysql_cdc.apply.contract import ApplySpec
-from airflow_provider_mysql_cdc.apply.spark_job import run_apply
-from airflow_provider_mysql_cdc.apply.verify import TableComparison, compare_with_mysql
-from airflow_provider_mysql_cdc.core.windows import TableSelection
-from tests.integration.snapshot_pipeline import SnapshotPipeline
+from airflow_provider_mysql_cdc.apply.contract import ApplyReport
+from airflow_provider_mysql_cdc.capture.engine import CaptureResult
+from airflow_provider_mysql_cdc.errors import TableWithoutKeyError
+from tests.exactness.comparison import TableComparison
+from tests.exactness.harness import ExactnessPipeline, StopError, WindowStopped
 from tests.mysql_servers import MySqlTestServer
 from tests.reliability.replica import Replica
 from tests.reliability.workload import ConcurrentWriter, OpCounts, Workload, WorkloadSize
 
 #: Rows per snapshot chunk: small, so that tables have several chunks (per-chunk hand-off).
 CHUNK_ROWS = 120
+#: Stops a table may make in a window: it waits for the next snapshot like a rebuild.
+WAITING_ERRORS = frozenset({TableWithoutKeyError.__name__})
 
 
 def replay_command(seed: int, windows: int) -> str:
@@ -67,9 +79,13 @@ class DifferentialResult:
     #: Rows staged by the captures plus rows read by the snapshots.
     rows: int = 0
     differences: int = 0
+    #: Times a table was left waiting for a rebuild after a window (and compared again after the next).
+    rebuilds: int = 0
+    #: Whether the settle window ran and left every table equal to MySQL.
+    settled: bool = False
     #: One line per window (the workload's operation counts, rows, tables compared, differences).
     lines: list[str] = field(default_factory=list)
-    #: Descriptions of every difference found (with example rows).
+    #: Descriptions of every difference found (table, window, differing rows).
     problems: list[str] = field(default_factory=list)
     #: Operations by kind over the whole run (main workload and concurrent writer).
     op_counts: OpCounts = field(default_factory=OpCounts)
@@ -80,7 +96,7 @@ class DifferentialResult:
     def summary(self) -> str:
         return (
             f"seed={self.seed} windows={self.windows} rows={self.rows} rows_written={self.rows_written} "
-            f"differences={self.differences}"
+            f"rebuilds={self.rebuilds} differences={self.differences}"
         )
 
     def failure_message(self) -> str:
@@ -96,19 +112,9 @@ class DifferentialResult:
 
 
 def count_differences(comparison: TableComparison) -> int:
-    """Rows on one side only; a table that could not be compared counts its MySQL rows (at least 1)."""
-    if comparison.problem or comparison.iceberg_rows is None:
-        return max(comparison.mysql_rows, 1)
-    return comparison.only_in_mysql + comparison.only_in_iceberg + (1 if comparison.missing_columns else 0)
-
-
-def replica_tables(replica: Replica, database: str) -> list[str]:
-    """``db.table`` of every base table of ``database`` on the replica, sorted."""
-    rows = replica.server.execute(
-        "SELECT table_name FROM information_schema.tables "
-        f"WHERE table_schema = '{database}' AND table_type = 'BASE TABLE' ORDER BY table_name"
-    )
-    return [f"{database}.{row[0]}" for row in rows]
+    """Rows on one side only (as multisets), plus one per table-level problem."""
+    rows = sum(n for _, n in comparison.only_mysql) + sum(n for _, n in comparison.only_iceberg)
+    return rows + len(comparison.problems)
 
 
 class _Timer:
@@ -128,6 +134,31 @@ class _Timer:
         return f"{total:.1f}s (" + " ".join(f"{name}={s:.1f}" for name, s in self.phases.items()) + ")"
 
 
+@dataclass
+class _Outcome:
+    """One window's apply: its report (None when the whole apply stopped) and the errors not allowed."""
+
+    report: ApplyReport | None
+    errors: list[StopError]
+
+
+def _apply(pipeline: ExactnessPipeline, capture: CaptureResult) -> _Outcome:
+    """Apply the window; a table that stops with one of :data:`WAITING_ERRORS` while the apply reports
+    it waiting for the next snapshot is allowed (the rest are errors)."""
+    try:
+        record = pipeline.apply_captured(capture)
+    except WindowStopped as stopped:
+        applied = bool(pipeline.windows) and pipeline.windows[-1].window_id == capture.window_id
+        report = pipeline.windows[-1].apply if applied else None
+        errors = [
+            error
+            for error in stopped.errors
+            if not (error.error_class in WAITING_ERRORS and error.table in pipeline.rebuilding)
+        ]
+        return _Outcome(report, errors)
+    return _Outcome(record.apply, [])
+
+
 def run_differential(
     spark: Any,
     source: MySqlTestServer,
@@ -136,17 +167,17 @@ def run_differential(
     *,
     seed: int,
     windows: int,
-    catalog: str = "lake",
     database: str | None = None,
     size: WorkloadSize | None = None,
     log: Callable[[str], None] = print,
     replay: str | None = None,
 ) -> DifferentialResult:
-    """Run ``windows`` windows of the seed's workload through the pipeline, comparing after each.
+    """Run ``windows`` windows of the seed's workload through the pipeline, comparing after each, then
+    the settle window.
 
     ``replica`` must replicate ``source`` (at least the workload's database) and have its SQL thread
-    stopped before the database is created. Stops at the first window whose apply fails (later
-    windows would only repeat that failure); differences in the comparison do not stop the run.
+    stopped before the database is created. Stops at the first window that stops with an error that is
+    not allowed (later windows would only repeat it); differences in the comparison do not stop the run.
     ``replay`` is the command that runs this seed again, for messages (default: the long runner's).
     The workload's statements depend only on the seed, ``windows`` and ``size``; the concurrent
     writer's interleaving with the snapshot and the capture is timing.
@@ -154,22 +185,34 @@ def run_differential(
     workload = Workload(seed, windows, database, size)
     result = DifferentialResult(seed, workload.database, replay=replay or replay_command(seed, windows))
     workdir.mkdir(parents=True, exist_ok=True)
-    pipeline = SnapshotPipeline(
-        source, workdir, f"rel-{workload.database}", TableSelection.of(f"{workload.database}.*"), chunk_rows=CHUNK_ROWS
+    pipeline = ExactnessPipeline(
+        source,
+        spark,
+        workdir,
+        f"rel-{workload.database}",
+        [workload.database],
+        oracle=replica.server,
+        chunk_rows=CHUNK_ROWS,
     )
     log(
         f"seed={seed}: database {workload.database}, {windows} windows, large transaction in window "
         f"{workload.large_window}, scheduled {dict(sorted(workload.schedule.items()))}"
     )
     with_vector = _mysql_major(source) >= 9
+    stopped = False
     for window in range(1, windows + 1):
         problems_before = len(result.problems)
-        failed = _run_window(spark, source, replica, pipeline, workload, window, with_vector, catalog, result, log)
+        stopped = _run_window(pipeline, source, replica, workload, window, with_vector, result, log)
         for problem in result.problems[problems_before:]:
             log("  " + problem.replace("\n", "\n  "))
-        if failed:
-            log(f"seed={seed}: stopping after window {window}: the apply failed")
+        if stopped:
+            log(f"seed={seed}: stopping after window {window}: it stopped with an error that is not allowed")
             break
+    if not stopped:
+        problems_before = len(result.problems)
+        _settle(pipeline, replica, result, log)
+        for problem in result.problems[problems_before:]:
+            log("  " + problem.replace("\n", "\n  "))
     result.op_counts = workload.totals
     result.rows_written = workload.rows_written
     if result.differences:
@@ -178,68 +221,122 @@ def run_differential(
 
 
 def _run_window(
-    spark: Any,
+    pipeline: ExactnessPipeline,
     source: MySqlTestServer,
     replica: Replica,
-    pipeline: SnapshotPipeline,
     workload: Workload,
     window: int,
     with_vector: bool,
-    catalog: str,
     result: DifferentialResult,
     log: Callable[[str], None],
 ) -> bool:
-    """One window (see the module docstring); returns whether an apply failed."""
+    """One window (see the module docstring); returns whether it stopped with an error not allowed."""
     timer = _Timer()
-    run_id = f"run-{window:04d}"
     counts = workload.step(source.admin, window, with_vector=with_vector)
     timer.lap("workload")
+    waiting_before = dict(pipeline.rebuilding)
     writer = ConcurrentWriter(workload, source.admin, window)
     writer.start()
     try:
-        chunks = pipeline.snapshot(run_id)
-        timer.lap("snapshot")
-        capture = pipeline.capture(run_id)
-        timer.lap("capture")
-    finally:
-        writer_counts = writer.stop()
+        try:
+            chunks = pipeline.snapshot()
+            timer.lap("snapshot")
+            capture = pipeline.capture_next()
+            timer.lap("capture")
+        finally:
+            writer_counts = writer.stop()
+    except WindowStopped as stop:
+        result.problems += [f"window {window}: {error}" for error in stop.errors]
+        result.differences += len(stop.errors)
+        return True
     workload.totals.update(writer_counts)
     workload.rows_written += writer.rows
     if capture.window_id != window:
         raise AssertionError(f"seed {workload.seed}: window {window} was captured as window {capture.window_id}")
-    snapshot_rows = sum(chunk.rows for chunk in chunks)
-    captured_rows = sum(capture.op_counts.values())
-    result.rows += snapshot_rows + captured_rows
-    result.windows = window
-
-    report = run_apply(spark, ApplySpec(pipeline.name, str(pipeline.staging), window, window, catalog=catalog))
+    outcome = _apply(pipeline, capture)
     timer.lap("apply")
-    failed = {name: report.tables[name].error for name in report.failed}
-    for name, error in failed.items():
-        result.problems.append(f"window {window}: apply of {name} failed: {error}")
-
-    replica.apply_until(capture.upper)
-    timer.lap("replica")
-    tables = replica_tables(replica, workload.database)
-    comparisons = compare_with_mysql(spark, replica.server.cdc, tables, catalog=catalog)
+    snapshot_rows = sum(chunk.rows for chunk in chunks)
+    result.rows += snapshot_rows + sum(capture.op_counts.values())
+    result.windows = window
+    differences = _check(pipeline, replica, capture, outcome, waiting_before, f"window {window}", result)
     timer.lap("compare")
-    differences = len(failed)
-    for comparison in comparisons:
-        found = count_differences(comparison)
-        if found:
-            differences += found
-            result.problems.append(f"window {window} (upper {capture.upper}): {comparison.describe()}")
-    result.differences += differences
+    tables = outcome.report.tables if outcome.report else {}
     line = (
         f"seed={workload.seed} window={window} {timer.line()} chunks={len(chunks)} snapshot_rows={snapshot_rows} "
-        f"captured_rows={captured_rows} transactions={capture.transactions} "
-        f"applied={sum(1 for t in report.tables.values() if t.status == 'applied')} "
-        f"compared={len(comparisons)} mysql_rows={sum(c.mysql_rows for c in comparisons)} "
+        f"captured_rows={sum(capture.op_counts.values())} transactions={capture.transactions} "
+        f"applied={sum(1 for t in tables.values() if t.status == 'applied')} "
+        f"waiting={','.join(sorted(pipeline.rebuilding)) or '-'} "
+        f"compared={len(pipeline.windows[-1].comparisons) if pipeline.windows else 0} "
         f"differences={differences} | {counts.line()} | writer {writer_counts.line()}"
     )
     result.lines.append(line)
     log(line)
-    return bool(failed)
+    return bool(outcome.errors)
+
+
+def _check(
+    pipeline: ExactnessPipeline,
+    replica: Replica,
+    capture: CaptureResult,
+    outcome: _Outcome,
+    waiting_before: dict[str, str],
+    where: str,
+    result: DifferentialResult,
+    *,
+    final: bool = False,
+) -> int:
+    """Compare every table not waiting for a rebuild with the replica at the window's upper set; record
+    the differences, the errors not allowed and the tables that wait too long (after ``final``: any);
+    return how many."""
+    differences = 0
+    for error in outcome.errors:
+        result.problems.append(f"{where}: {error}")
+        differences += 1
+    for name, why in pipeline.rebuilding.items():
+        if final:
+            result.problems.append(f"{where}: {name} is still waiting for a rebuild after it: {why}")
+            differences += 1
+        elif waiting_before.get(name) == why:  # the snapshot plan of this window should have taken it
+            result.problems.append(f"{where}: {name} still waits for the same rebuild: {why}")
+            differences += 1
+    result.rebuilds += len(pipeline.rebuilding)
+    replica.apply_until(capture.upper)
+    for comparison in pipeline.compare():
+        found = count_differences(comparison)
+        if found:
+            differences += found
+            result.problems.append(f"{where} (upper {capture.upper}): {comparison.describe()}")
+    result.differences += differences
+    return differences
+
+
+def _settle(
+    pipeline: ExactnessPipeline, replica: Replica, result: DifferentialResult, log: Callable[[str], None]
+) -> None:
+    """The settle window: the snapshot plan (it takes every table still waiting), a capture of whatever
+    is left and the apply, with no writes at all; then no table may wait and every table must be equal."""
+    timer = _Timer()
+    waiting_before = dict(pipeline.rebuilding)
+    try:
+        chunks = pipeline.snapshot()
+        capture = pipeline.capture_next()
+    except WindowStopped as stop:
+        result.problems += [f"settle window: {error}" for error in stop.errors]
+        result.differences += len(stop.errors)
+        return
+    outcome = _apply(pipeline, capture)
+    where = f"settle window {capture.window_id}"
+    result.rows += sum(chunk.rows for chunk in chunks) + sum(capture.op_counts.values())
+    differences = _check(pipeline, replica, capture, outcome, waiting_before, where, result, final=True)
+    timer.lap("settle")
+    result.settled = differences == 0
+    line = (
+        f"seed={result.seed} {where} {timer.line()} chunks={len(chunks)} "
+        f"rebuilt={','.join(sorted(waiting_before)) or '-'} compared={len(pipeline.windows[-1].comparisons)} "
+        f"differences={differences}"
+    )
+    result.lines.append(line)
+    log(line)
 
 
 def _mysql_major(server: MySqlTestServer) -> int:
