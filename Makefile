@@ -44,6 +44,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # pytest's exit 5 ("no tests collected") is turned into a failure: a run that tested nothing is red.
 test: venv mysql-install jars lint

@@ -1,4 +1,4 @@
-"""The package's exceptions.
+"""Every exception of the package, in one module.
 
 Every error raised on purpose by this package derives from :class:`MySqlCdcError` and from exactly
 one of its two branches:
@@ -7,7 +7,12 @@ one of its two branches:
   something (a server setting, a grant, a connection, an input).
 * :class:`TransientCdcError`: the same task may succeed when retried (network, server restart).
 
-Messages name the pipeline, window, server setting or GTID set involved, and never credentials.
+Airflow retries decide by type, never by message. Messages name the pipeline, window, table, server
+setting or GTID set involved and the fix, and never credentials. The last section holds the signals
+that one part of the package raises and another catches nearby (they never reach a task); they sit on
+the same branches so that one that escapes by mistake still fails the task the right way.
+
+No import: every other module may import this one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ class TransientCdcError(MySqlCdcError):
     """Raised when the same operation may succeed if it is retried later."""
 
 
+# -- arguments, configuration, versions ---------------------------------------------------------------
+
+
 class InvalidGtidSetError(TerminalCdcError, ValueError):
     """Raised when a text is not a valid MySQL GTID set or GTID; the message quotes the text."""
 
@@ -35,6 +43,14 @@ class ConfigurationError(TerminalCdcError, ValueError):
 
 class MissingDependencyError(TerminalCdcError, ImportError):
     """Raised when an optional Python package needed for the requested work is not installed."""
+
+
+class ApplyContractError(TerminalCdcError):
+    """Raised when an apply spec or report file cannot be read: not JSON, another format version, or
+    fields this provider does not know (the Spark driver runs another provider version)."""
+
+
+# -- the MySQL server: access, settings, privileges ---------------------------------------------------
 
 
 class MySqlAuthenticationError(TerminalCdcError):
@@ -58,13 +74,168 @@ class MissingPrivilegeError(TerminalCdcError):
     holds the GRANT statements."""
 
 
+class MissingReplicationPrivilegeError(PreflightFailedError):
+    """Raised when the account lacks REPLICATION CLIENT or REPLICATION SLAVE; names the GRANT to run."""
+
+
+class BinlogFileGoneError(TransientCdcError):
+    """Raised when a listed binlog file was purged while its header was being read."""
+
+
+# -- the metadata store ---------------------------------------------------------------------------------
+
+
 class FrontierConflictError(TransientCdcError):
     """Raised when a compare-and-set lost a race: someone else advanced the same record first."""
+
+
+class FrontierStoreError(TerminalCdcError):
+    """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
+
+
+class UnknownPipelineError(TerminalCdcError):
+    """Raised when a pipeline is used before it was registered with an initial frontier."""
+
+
+# -- windows and binlog capture ---------------------------------------------------------------------------
+
+
+class WindowOrderError(TerminalCdcError):
+    """Raised when a new window is requested while an earlier one is still unpublished."""
+
+
+class WindowNotClosedError(TransientCdcError):
+    """Raised when a ``data_interval`` window is captured before its interval has ended on the server."""
+
+
+class WindowIncompleteError(TransientCdcError):
+    """Raised when transactions inside a window's bound did not arrive from the server in time."""
+
+
+class CaptureDivergedError(TerminalCdcError):
+    """Raised when re-capturing a published window gives different content than its manifest."""
+
+
+class SnapshotInProgressError(TransientCdcError):
+    """Raised when a window would need the hand-off of a snapshot whose chunks are not all finished."""
+
+
+class BinlogPurgedError(TerminalCdcError):
+    """Raised when binlogs holding transactions after the reader's start set are already purged."""
+
+
+class BinlogConnectionLostError(TransientCdcError):
+    """Raised when the binlog stream's connection is lost; the message names the last GTID read."""
+
+
+class BinlogStreamError(TerminalCdcError):
+    """Raised when the server ends the stream with an error or sends what cannot be read safely."""
+
+
+class TransactionPayloadError(TerminalCdcError):
+    """Raised when a ``Transaction_payload_event`` cannot be read exactly: a malformed header, an
+    unknown compression type, a corrupt or truncated payload, or inner events that do not add up."""
+
+
+# -- snapshots ------------------------------------------------------------------------------------------
 
 
 class TableWithoutKeyError(TerminalCdcError):
     """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user
     (also when a table loses its primary key while it is captured)."""
+
+
+class SnapshotLockTimeoutError(TransientCdcError):
+    """Raised when ``LOCK TABLES ... READ`` waited too long behind running transactions."""
+
+
+class SnapshotNotPlannedError(TerminalCdcError):
+    """Raised when a chunk is run that the metadata store does not know."""
+
+
+# -- staging, decoding, tracked schemas -------------------------------------------------------------------
+
+
+class CorruptStagingError(TerminalCdcError):
+    """Raised when a manifest or staged file is unreadable, edited, truncated or fails its checksum."""
+
+
+class StagingWriteError(TransientCdcError):
+    """Raised when the staging filesystem refuses a write (permissions, network, quota)."""
+
+
+class RowPacketError(TerminalCdcError):
+    """Raised when a result's row packets do not have the shape the column definitions announce."""
+
+
+class SchemaModelError(TerminalCdcError):
+    """Raised when a table definition cannot be read into a tracked schema (the message says why)."""
+
+
+# -- apply ------------------------------------------------------------------------------------------------
+
+
+class ApplyGapError(TerminalCdcError):
+    """Raised when a table would skip a window that holds its changes (windows apply in order)."""
+
+
+class ForeignTableError(TerminalCdcError):
+    """Raised when the target table is written by another pipeline."""
+
+
+class SnapshotNotReadyError(TransientCdcError):
+    """Raised when a window's governing snapshot has no published table manifest yet."""
+
+
+class UnsupportedSchemaChangeError(TerminalCdcError):
+    """Raised when a table's staged schema changed in a way the target table cannot follow."""
+
+
+class RebuildPendingError(TerminalCdcError):
+    """Raised when a table waits for the fresh snapshot a change it could not follow asked for, and the
+    window to apply is not governed by one."""
+
+
+class SparkMemoryTooSmallError(TerminalCdcError):
+    """Raised before the apply job is submitted when the memory Spark is given cannot hold the largest
+    staged row of the run's windows; names the setting and the value to use."""
+
+
+class WarehouseUnreachableError(TransientCdcError):
+    """Raised when the apply's Iceberg catalog (REST service, metastore) or its warehouse storage cannot
+    be reached; nothing is applied."""
+
+
+# -- signals caught inside the package ----------------------------------------------------------------------
+
+
+class DdlSyntaxError(TerminalCdcError, ValueError):
+    """Raised when a statement cannot be tokenized or parsed; the parser turns it into ``UnparsedDdl``."""
+
+
+class NotExact(TerminalCdcError, ValueError):
+    """Raised when the value MySQL stores for a DDL literal cannot be stated exactly; the message says
+    why (the schema effects turn it into a rebuild of the table)."""
+
+
+class ModelMismatch(TerminalCdcError):
+    """Raised inside ``core.table_schema.apply_statement`` when a statement MySQL accepted does not fit
+    the tracked schema (the model is stale): the table becomes unknown."""
+
+
+class JsonDiffError(TerminalCdcError, ValueError):
+    """Raised when a partial JSON diff list or a document cannot be read, or a diff does not fit its
+    document; capture names the table and GTID when it stops on one."""
+
+
+class BinlogReconnectRefusedError(TransientCdcError):
+    """Raised inside the binlog reader when python-mysql-replication starts its silent reconnect (which
+    would replay from the first position); the reader turns it into :class:`BinlogConnectionLostError`."""
+
+
+class StaleApplyStateError(TransientCdcError):
+    """Raised when a target table's applied state changed between planning and a step (another apply
+    committed); the apply re-reads the state and plans the table again."""
 
 
 class ServerHistoryError(TerminalCdcError):

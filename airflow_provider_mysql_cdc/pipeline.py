@@ -192,7 +192,6 @@ def mysql_cdc_pipeline(
             catalog_conf=catalog_conf,
             jars=jars,
             conn_id=spark_conn_id,
-            metadata_conn_id=metadata_conn_id,
             asset_alias=asset_alias,
             schema_change_policy=schema_change_policy,
             # Windows are applied in order: run k's apply waits for run k-1's, also when a backfill

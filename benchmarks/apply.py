@@ -109,6 +109,7 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_mysql_cdc.apply.contract import TableReport
     from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
 DATABASE = "bench"
@@ -316,16 +317,17 @@ class Pipeline:
         return result.window_id, dict(result.op_counts)
 
 
-def apply_window(spark: SparkSession, pipeline: Pipeline, window_id: int) -> dict[str, Any]:
+def apply_window(spark: SparkSession, pipeline: Pipeline, window_id: int) -> TableReport:
     """``run_apply`` of one window; the table's report, after checking it applied that window."""
-    from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
+    from airflow_provider_mysql_cdc.apply.contract import ApplySpec, TableReport
+    from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 
-    report = run_apply(spark, ApplyConfig(pipeline.name, pipeline.staging, window_id, window_id, catalog=CATALOG))
-    table: dict[str, Any] = report["tables"].get(pipeline.table, {})
-    if report["failed"] or table.get("status") != "applied" or table.get("windows_applied") != [window_id]:
+    report = run_apply(spark, ApplySpec(pipeline.name, pipeline.staging, window_id, window_id, catalog=CATALOG))
+    table = report.tables.get(pipeline.table) or TableReport(pipeline.target, status="absent")
+    if report.failed or table.status != "applied" or table.windows_applied != [window_id]:
         raise BenchmarkError(
-            f"apply of window {window_id} to {pipeline.target}: status {table.get('status')!r}, "
-            f"windows {table.get('windows_applied')}, error {table.get('error')!r}"
+            f"apply of window {window_id} to {pipeline.target}: status {table.status!r}, "
+            f"windows {table.windows_applied}, error {table.error!r}"
         )
     return table
 
@@ -409,7 +411,7 @@ def change_layout(spark: SparkSession, target: str, write_mode: str | None, buck
 def stage_clock() -> Iterator[dict[str, float]]:
     """Wall seconds of the top-level calls of :data:`STAGE_METHODS` on ``TableApplier`` while inside,
     and of the calls of :data:`SUB_STAGE_METHODS` (which are also inside some stage's figure)."""
-    from airflow_provider_mysql_cdc.apply.spark_job import TableApplier
+    from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 
     seconds: dict[str, float] = dict.fromkeys((*STAGE_METHODS, *SUB_STAGE_METHODS), 0.0)
     depth = {"stage": 0, **dict.fromkeys(SUB_STAGE_METHODS, 0)}
@@ -444,7 +446,7 @@ def stage_clock() -> Iterator[dict[str, float]]:
 @contextlib.contextmanager
 def without_key_filter() -> Iterator[None]:
     """MERGE without the key filter while inside (``--no-key-filter``)."""
-    from airflow_provider_mysql_cdc.apply.spark_job import TableApplier
+    from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 
     original = TableApplier._key_filter
     TableApplier._key_filter = lambda *args, **kwargs: None  # type: ignore[method-assign]
@@ -543,8 +545,8 @@ def timed_apply(spark: SparkSession, server: Server, pipeline: Pipeline, keys: K
     found = iceberg_figures(spark, pipeline.target)
     expected_rows = keys.rows + keys.inserted - keys.deleted
     print(
-        f"apply table={pipeline.table} window={window_id} loaded_rows={keys.rows} changes={report['rows']} "
-        f"seconds={seconds:.3f} (job's own: {report['seconds']:.3f}) "
+        f"apply table={pipeline.table} window={window_id} loaded_rows={keys.rows} changes={report.rows} "
+        f"seconds={seconds:.3f} (job's own: {report.seconds:.3f}) "
         f"data_files_before={before.get('total-data-files')} delete_files_before={before.get('total-delete-files')}",
         flush=True,
     )

@@ -220,8 +220,8 @@ def _worker_init(spec: dict[str, Any], ready: Any) -> None:
 def _worker_chunk(argument: dict[str, Any]) -> dict[str, Any]:
     """One mapped chunk task: ``snapshot_chunk`` on one element of ``mapped_arguments()``."""
     from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
+    from airflow_provider_mysql_cdc.errors import FrontierConflictError
     from airflow_provider_mysql_cdc.snapshot.engine import snapshot_chunk
-    from airflow_provider_mysql_cdc.store.frontier_store import FrontierConflictError
 
     started = time.perf_counter()
     chunk = SnapshotChunk.from_json(argument["chunk"])

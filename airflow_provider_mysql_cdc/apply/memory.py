@@ -17,7 +17,7 @@ held whole several times over: read, sorted for the last change per key, shuffle
 by the Iceberg writer, and the JVM needs room to place such large arrays), 3328 MiB for 64 MiB rows on
 ``local[2]``. The rest of a window is not held at once: the reader's batches are bounded by bytes
 here, the sorts spill, and the targets check their row group's size from the first row
-(``write.parquet.row-group-check-min-record-count``, ``spark_job.TARGET_PROPERTIES``); a 1 GiB
+(``write.parquet.row-group-check-min-record-count``, ``merge_sql.TARGET_PROPERTIES``); a 1 GiB
 transaction of 16 MiB rows applies in the 1280 MiB that the line through the first measurements
 gave for a 16 MiB row (this gives 1536 MiB).
 
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_provider_mysql_cdc.core.staging import StagingManifest
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
+from airflow_provider_mysql_cdc.errors import ConfigurationError, SparkMemoryTooSmallError
 
 if TYPE_CHECKING:  # the caller opens the staging (pyarrow); this module is pure
     from airflow_provider_mysql_cdc.staging import Staging
@@ -67,11 +67,6 @@ MEMORY_STEP = 256 * MIB
 _MEMORY = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
 _UNITS = {"": MIB, "k": 1 << 10, "m": MIB, "g": GIB, "t": 1 << 40, "p": 1 << 50}
 _LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
-
-
-class SparkMemoryTooSmallError(TerminalCdcError):
-    """Raised before the apply job is submitted when the memory Spark is given cannot hold the largest
-    staged row of the run's windows; names the setting and the value to use."""
 
 
 @dataclass(frozen=True)

@@ -22,42 +22,21 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
-from airflow_provider_mysql_cdc.core.staging import (
-    CorruptStagingError,
-    SnapshotTableManifest,
-    StagedFile,
-    StagingManifest,
-)
+from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest
 from airflow_provider_mysql_cdc.errors import (
+    ApplyGapError,
     ConfigurationError,
+    CorruptStagingError,
+    ForeignTableError,
+    RebuildPendingError,
+    SnapshotNotReadyError,
     TableWithoutKeyError,
     TerminalCdcError,
-    TransientCdcError,
+    UnsupportedSchemaChangeError,
 )
 
 #: Prefix of the snapshot summary properties the apply writes.
 SUMMARY_PREFIX = "cdc."
-
-
-class ApplyGapError(TerminalCdcError):
-    """Raised when a table would skip a window that holds its changes (windows apply in order)."""
-
-
-class ForeignTableError(TerminalCdcError):
-    """Raised when the target table is written by another pipeline."""
-
-
-class SnapshotNotReadyError(TransientCdcError):
-    """Raised when a window's governing snapshot has no published table manifest yet."""
-
-
-class UnsupportedSchemaChangeError(TerminalCdcError):
-    """Raised when a table's staged schema changed in a way the target table cannot follow."""
-
-
-class RebuildPendingError(TerminalCdcError):
-    """Raised when a table waits for the fresh snapshot a change it could not follow asked for, and the
-    window to apply is not governed by one."""
 
 
 @dataclass(frozen=True)

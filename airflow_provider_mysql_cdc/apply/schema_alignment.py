@@ -9,7 +9,7 @@ survives under the new column; a column added with a value MySQL gave the existi
 back-filled. Staged rows of every schema version are read under the names their column ids have at
 the end of the window.
 
-:func:`plan_window_changes` decides all this; ``spark_job`` carries it out. Columns missing from the
+:func:`plan_window_changes` decides all this; ``table_applier`` carries it out. Columns missing from the
 target after the renames and drops, and widened types, are added by
 :func:`~airflow_provider_mysql_cdc.apply.plan.plan_schema_changes` from the staged types.
 """

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_mysql_cdc.apply.plan import quote, target_table
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
-from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.errors import CorruptStagingError
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import selected_tables
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, plan_snapshot, snapshot_chunk

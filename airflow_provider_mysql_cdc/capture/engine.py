@@ -13,15 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import (
-    BinlogPurgedError,
-)
-from airflow_provider_mysql_cdc.capture.request import (
-    CaptureDivergedError,
-    CaptureRequest,
-    CaptureResult,
-    WindowIncompleteError,
-)
+from airflow_provider_mysql_cdc.capture.request import CaptureRequest, CaptureResult
 from airflow_provider_mysql_cdc.capture.server_guard import read_guarded_server, record_window_server
 from airflow_provider_mysql_cdc.capture.window_planning import (
     covered_run,
@@ -32,20 +24,19 @@ from airflow_provider_mysql_cdc.capture.window_planning import (
 from airflow_provider_mysql_cdc.capture.window_reading import WindowReader, read_window
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.core.staging import (
-    MANIFEST_FORMAT_VERSION,
+from airflow_provider_mysql_cdc.core.staging import MANIFEST_FORMAT_VERSION, StagedFile, StagingManifest
+from airflow_provider_mysql_cdc.errors import (
+    BinlogPurgedError,
+    CaptureDivergedError,
     CorruptStagingError,
-    StagedFile,
-    StagingManifest,
+    WindowIncompleteError,
 )
 from airflow_provider_mysql_cdc.staging import Staging, WindowStagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 __all__ = [
-    "CaptureDivergedError",
     "CaptureRequest",
     "CaptureResult",
-    "WindowIncompleteError",
     "capture_window",
     "covered_run",
     "interval_already_covered",

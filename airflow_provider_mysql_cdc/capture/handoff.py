@@ -31,15 +31,11 @@ from airflow_provider_mysql_cdc.core.chunks import (
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
-from airflow_provider_mysql_cdc.errors import TransientCdcError
+from airflow_provider_mysql_cdc.errors import SnapshotInProgressError
 from airflow_provider_mysql_cdc.mysql.client import connect, query
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
 log = logging.getLogger(__name__)
-
-
-class SnapshotInProgressError(TransientCdcError):
-    """Raised when a window would need the hand-off of a snapshot whose chunks are not all finished."""
 
 
 @dataclass(frozen=True)

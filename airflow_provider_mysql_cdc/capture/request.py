@@ -15,18 +15,8 @@ from airflow_provider_mysql_cdc.core.windows import (
 )
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
-    TerminalCdcError,
-    TransientCdcError,
 )
 from airflow_provider_mysql_cdc.staging.writer import DEFAULT_ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_ROWS
-
-
-class CaptureDivergedError(TerminalCdcError):
-    """Raised when re-capturing a published window gives different content than its manifest."""
-
-
-class WindowIncompleteError(TransientCdcError):
-    """Raised when transactions inside a window's bound did not arrive from the server in time."""
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from airflow_provider_mysql_cdc.core.staging import SchemaVersionInfo
 from airflow_provider_mysql_cdc.core.types import ColumnSpec
 from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter
 from airflow_provider_mysql_cdc.decoding.compiled_rows import CompiledRowDecoder
-from airflow_provider_mysql_cdc.decoding.json_diff import JsonDiffError, apply_json_diffs, diffs_from_text
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.decoding.json_diff import apply_json_diffs, diffs_from_text
+from airflow_provider_mysql_cdc.errors import JsonDiffError, TerminalCdcError
 
 #: A converted row image (the table's values, then ``_cdc_invalid_values``) and its ``_cdc_partial``.
 Image = tuple[tuple[Any, ...], dict[str, str] | None]

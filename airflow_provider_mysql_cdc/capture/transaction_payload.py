@@ -40,7 +40,7 @@ from typing import Final, Protocol
 
 import zstandard
 
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.errors import TransactionPayloadError
 
 __all__ = [
     "EVENT_HEADER_LENGTH",
@@ -48,7 +48,6 @@ __all__ = [
     "TRANSACTION_PAYLOAD_EVENT",
     "CompressionType",
     "PayloadHeader",
-    "TransactionPayloadError",
     "inner_events",
     "read_payload_header",
 ]
@@ -64,11 +63,6 @@ _HEADER_END_MARK: Final = 0
 _PAYLOAD_SIZE_FIELD: Final = 1
 _COMPRESSION_TYPE_FIELD: Final = 2
 _UNCOMPRESSED_SIZE_FIELD: Final = 3
-
-
-class TransactionPayloadError(TerminalCdcError):
-    """Raised when a ``Transaction_payload_event`` cannot be read exactly: a malformed header, an
-    unknown compression type, a corrupt or truncated payload, or inner events that do not add up."""
 
 
 class CompressionType(IntEnum):

@@ -11,13 +11,8 @@ from typing import Any
 from airflow_provider_mysql_cdc.capture.request import CaptureRequest
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.core.windows import (
-    CutoffRule,
-    WindowBound,
-    WindowNotClosedError,
-    WindowOrderError,
-    to_epoch_us,
-)
+from airflow_provider_mysql_cdc.core.windows import CutoffRule, WindowBound, to_epoch_us
+from airflow_provider_mysql_cdc.errors import WindowNotClosedError, WindowOrderError
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import (
     require_named_tables,

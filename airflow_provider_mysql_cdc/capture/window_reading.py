@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
-    BinlogPurgedError,
     BinlogReader,
     Idle,
     QueryStatement,
@@ -20,7 +19,7 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     TransactionStart,
 )
 from airflow_provider_mysql_cdc.capture.handoff import HandoffRules, TableHandoff, load_handoffs
-from airflow_provider_mysql_cdc.capture.request import CaptureRequest, WindowIncompleteError
+from airflow_provider_mysql_cdc.capture.request import CaptureRequest
 from airflow_provider_mysql_cdc.capture.schema_tracking import SchemaTracker
 from airflow_provider_mysql_cdc.capture.table_versions import (
     Image,
@@ -54,7 +53,9 @@ from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, decode
 from airflow_provider_mysql_cdc.decoding.compiled_rows import compile_row_decoder, row_images
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.errors import (
+    BinlogPurgedError,
     TerminalCdcError,
+    WindowIncompleteError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import (

@@ -17,13 +17,7 @@ from dataclasses import dataclass, field
 
 from airflow_provider_mysql_cdc.core.ddl_charsets import charset_of_collation, default_collation, max_bytes_per_char
 from airflow_provider_mysql_cdc.core.ddl_columns import LOB_BYTES, uses_charset
-from airflow_provider_mysql_cdc.core.ddl_model import (
-    ModelMismatch,
-    TrackedColumn,
-    TrackedTable,
-    resolve_column,
-    with_key,
-)
+from airflow_provider_mysql_cdc.core.ddl_model import TrackedColumn, TrackedTable, resolve_column, with_key
 from airflow_provider_mysql_cdc.core.ddl_parser import SqlMode
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     AddColumn,
@@ -59,6 +53,7 @@ from airflow_provider_mysql_cdc.core.schema_effects import (
     backfill_for,
     values_preserved,
 )
+from airflow_provider_mysql_cdc.errors import ModelMismatch
 
 _TEXT_TYPES_BY_SIZE = ("tinytext", "text", "mediumtext", "longtext")
 

@@ -35,16 +35,8 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     TableOption,
     UnknownAction,
 )
-from airflow_provider_mysql_cdc.core.ddl_tokens import (
-    BIT,
-    HEX,
-    NAME,
-    NUMBER,
-    STRING,
-    WORD,
-    DdlSyntaxError,
-    TokenCursor,
-)
+from airflow_provider_mysql_cdc.core.ddl_tokens import BIT, HEX, NAME, NUMBER, STRING, WORD, TokenCursor
+from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
 _INTEGER_ALIASES = {
     "TINYINT": "tinyint",

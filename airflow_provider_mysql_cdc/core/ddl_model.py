@@ -14,11 +14,7 @@ from typing import Any
 from airflow_provider_mysql_cdc.core.ddl_charsets import binary_collation, charset_of_collation, resolve_charset
 from airflow_provider_mysql_cdc.core.ddl_columns import text_type_for, uses_charset
 from airflow_provider_mysql_cdc.core.ddl_statements import ColumnDefinition, DefaultValue, GeneratedColumn, TableRef
-
-
-class ModelMismatch(Exception):
-    """Raised inside :func:`apply_statement` when a statement MySQL accepted does not fit the tracked
-    schema (the model is stale): the table becomes unknown."""
+from airflow_provider_mysql_cdc.errors import ModelMismatch
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     UnknownAction,
     UnparsedDdl,
 )
-from airflow_provider_mysql_cdc.core.ddl_tokens import END, NAME, WORD, DdlSyntaxError, SqlMode, TokenCursor, tokenize
+from airflow_provider_mysql_cdc.core.ddl_tokens import END, NAME, WORD, SqlMode, TokenCursor, tokenize
+from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
 __all__ = ["SqlMode", "parse_ddl"]
 

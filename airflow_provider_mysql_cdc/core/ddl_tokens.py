@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_mysql_cdc.core.ddl_charsets import CHARSETS, charset_name
+from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
 #: The server version versioned comments are evaluated against (``/*!80013 ... */`` counts).
 SERVER_VERSION = 90704
@@ -49,10 +50,6 @@ _BIT_NUMBER = re.compile(r"0b([01]+)")
 _HEX_STRING = re.compile(r"[xX]'([0-9a-fA-F]*)'")
 _BIT_STRING = re.compile(r"[bB]'([01]*)'")
 _OPERATORS = ("<=>", "->>", "<=", ">=", "<>", "!=", ":=", "||", "&&", "<<", ">>", "->")
-
-
-class DdlSyntaxError(ValueError):
-    """Raised when a statement cannot be tokenized or parsed; the parser turns it into ``UnparsedDdl``."""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from typing import Any
 
 from airflow_provider_mysql_cdc.core.ddl_columns import LOB_BYTES
 from airflow_provider_mysql_cdc.core.ddl_statements import CHARACTER_TYPES, ColumnDefinition, DefaultValue
+from airflow_provider_mysql_cdc.errors import NotExact
 
 #: Largest DECIMAL precision staged as Decimal (core.types.DECIMAL128_MAX_PRECISION); wider: exact text.
 DECIMAL_MAX_STAGED_PRECISION = 38
@@ -55,10 +56,6 @@ _DATETIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?: ([0-9]{2}):([0-9]{2
 _TIME = re.compile(r"(-)?([0-9]{1,3}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?")
 #: Python codecs of the character sets whose text conversion is exact for any character they hold.
 _CODECS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "ascii": "ascii", "latin1": "cp1252"}
-
-
-class NotExact(ValueError):
-    """Raised when the value MySQL stores cannot be stated exactly; the message says why."""
 
 
 @dataclass(frozen=True)

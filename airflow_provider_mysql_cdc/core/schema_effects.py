@@ -51,14 +51,14 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     ColumnDefinition,
     TableRef,
 )
-from airflow_provider_mysql_cdc.core.ddl_tokens import DdlSyntaxError, TokenCursor, tokenize
+from airflow_provider_mysql_cdc.core.ddl_tokens import TokenCursor, tokenize
 from airflow_provider_mysql_cdc.core.ddl_values import (
     DECIMAL_MAX_STAGED_PRECISION,
     InvalidStaged,
-    NotExact,
     implicit_value,
     literal_value,
 )
+from airflow_provider_mysql_cdc.errors import DdlSyntaxError, NotExact
 
 # -- backfill ---------------------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ EVENT_KINDS = frozenset({COLUMN_ADDED, COLUMN_DROPPED, COLUMN_RENAMED, COLUMN_RE
 
 #: A pipeline's answer to a change a target cannot follow: ``rebuild`` the table from a fresh snapshot in
 #: the next run (automatically; readers see the old table until the new one replaces it in one commit),
-#: or ``stop`` the table with :class:`~airflow_provider_mysql_cdc.apply.plan.RebuildPendingError` until
+#: or ``stop`` the table with :class:`~airflow_provider_mysql_cdc.errors.RebuildPendingError` until
 #: someone re-snapshots it. The other tables go on either way.
 SCHEMA_CHANGE_REBUILD = "rebuild"
 SCHEMA_CHANGE_STOP = "stop"

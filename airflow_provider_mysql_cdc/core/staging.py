@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
-from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
+from airflow_provider_mysql_cdc.errors import CorruptStagingError, MySqlCdcError
 
 MANIFEST_NAME = "_manifest.json"
 #: 2: column identities in schema versions, ``schema_events``, ``rebuilds_pending``, the ``_cdc_partial``
@@ -34,10 +34,6 @@ OPS = ("r", "c", "u", "d")
 #: whose content does not match it was edited and is refused (manifests written before it existed
 #: have none and are read as they are).
 MANIFEST_CHECKSUM_KEY = "manifest_sha256"
-
-
-class CorruptStagingError(TerminalCdcError):
-    """Raised when a manifest or staged file is unreadable, edited, truncated or fails its checksum."""
 
 
 def _canonical_json(data: Mapping[str, Any]) -> str:

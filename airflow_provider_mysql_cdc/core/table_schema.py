@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from airflow_provider_mysql_cdc.core.ddl_alter import apply_alter
-from airflow_provider_mysql_cdc.core.ddl_model import ModelMismatch, TrackedColumn, TrackedTable, build_table, with_key
+from airflow_provider_mysql_cdc.core.ddl_model import TrackedColumn, TrackedTable, build_table, with_key
 from airflow_provider_mysql_cdc.core.ddl_parser import SqlMode, parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     AlterTable,
@@ -56,24 +56,19 @@ from airflow_provider_mysql_cdc.core.schema_effects import (
     TableRenamed,
     TableTruncated,
 )
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.errors import ModelMismatch, SchemaModelError
 
 #: database -> (default character set, default collation).
 DatabaseDefaults = Mapping[str, tuple[str | None, str | None]]
 
 __all__ = [
     "DatabaseDefaults",
-    "SchemaModelError",
     "SchemaUpdate",
     "TrackedColumn",
     "TrackedTable",
     "apply_statement",
     "table_from_create",
 ]
-
-
-class SchemaModelError(TerminalCdcError):
-    """Raised when a table definition cannot be read into a tracked schema (the message says why)."""
 
 
 @dataclass(frozen=True)

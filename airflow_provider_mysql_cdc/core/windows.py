@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from airflow_provider_mysql_cdc.core.ddl import DdlTarget
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import ConfigurationError
 
 
 class CutoffRule(str, enum.Enum):
@@ -30,14 +30,6 @@ class CutoffRule(str, enum.Enum):
             raise ConfigurationError(
                 f"unknown cutoff {value!r}; use {CutoffRule.DATA_INTERVAL.value!r} or {CutoffRule.CATCH_UP.value!r}"
             ) from None
-
-
-class WindowOrderError(TerminalCdcError):
-    """Raised when a new window is requested while an earlier one is still unpublished."""
-
-
-class WindowNotClosedError(TransientCdcError):
-    """Raised when a ``data_interval`` window is captured before its interval has ended on the server."""
 
 
 def patterns(value: Sequence[str] | str) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ column). Two steps, each for one reason:
   the ``_cdc_invalid_values`` map (see the README's "Type map").
 
 The table map the events refer to must have been parsed with the library fixes installed
-(:func:`~airflow_provider_mysql_cdc.capture.binlog_reader.install_library_fixes`, which
+(:func:`~airflow_provider_mysql_cdc.capture.binlog_library.install_library_fixes`, which
 ``BinlogReader.open()`` runs); :func:`~airflow_provider_mysql_cdc.decoding.table_map.column_specs_from_table_map`
 checks it.
 """
@@ -36,10 +36,10 @@ from pymysqlreplication.row_event import (
 from airflow_provider_mysql_cdc.core.types import ColumnSpec
 from airflow_provider_mysql_cdc.decoding.binlog_values import VALUE_READERS
 from airflow_provider_mysql_cdc.decoding.converters import value_converter
-from airflow_provider_mysql_cdc.decoding.json_diff import JsonDiff, JsonDiffError, diffs_to_text, parse_json_diffs
+from airflow_provider_mysql_cdc.decoding.json_diff import JsonDiff, diffs_to_text, parse_json_diffs
 from airflow_provider_mysql_cdc.decoding.json_text import json_binary_to_text
 from airflow_provider_mysql_cdc.decoding.values import InvalidValue
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.errors import JsonDiffError, TerminalCdcError
 
 __all__ = ["ABSENT", "JsonDiffList", "RowConverter", "decoded_rows"]
 

@@ -30,10 +30,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Union
 
+from airflow_provider_mysql_cdc.errors import JsonDiffError
+
 __all__ = [
     "JSON_DIFF_OPERATIONS",
     "JsonDiff",
-    "JsonDiffError",
     "apply_json_diffs",
     "diffs_from_text",
     "diffs_to_text",
@@ -43,10 +44,6 @@ __all__ = [
 JsonDiffOperation = Literal["replace", "insert", "remove"]
 #: Operation codes of the binlog's diffs, in code order.
 JSON_DIFF_OPERATIONS: tuple[JsonDiffOperation, ...] = ("replace", "insert", "remove")
-
-
-class JsonDiffError(ValueError):
-    """Raised when a diff list or a document cannot be read, or a diff does not fit its document."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ repairs (it only repairs parsing that crashed or lost data):
 * Columns do not say whether they are nullable: ``nullable`` from the table map's null bitmap.
 
 Nothing here runs at import time: importing a ``decoding`` module never changes the library.
-:func:`~airflow_provider_mysql_cdc.capture.binlog_reader.install_library_fixes` (run by
+:func:`~airflow_provider_mysql_cdc.capture.binlog_library.install_library_fixes` (run by
 ``BinlogReader.open()``, and by anything else that reads table maps: tests, benchmarks) installs
 these together with the binlog reader's own hooks. The fixes change how *table maps* are parsed, so
 they must be installed before a stream starts.

@@ -5,7 +5,7 @@
 (nullability from the null bitmap, prefix primary keys, VECTOR dimensions, labels kept as bytes):
 the table map must have been parsed with them installed
 (:func:`~airflow_provider_mysql_cdc.decoding.library_fixes.install_table_map_fixes`, part of
-:func:`~airflow_provider_mysql_cdc.capture.binlog_reader.install_library_fixes`).
+:func:`~airflow_provider_mysql_cdc.capture.binlog_library.install_library_fixes`).
 """
 
 from __future__ import annotations
@@ -99,6 +99,6 @@ def column_specs_from_table_map(event: Any) -> tuple[ColumnSpec, ...]:
     if any(not hasattr(column, "nullable") for column in columns):
         raise TerminalCdcError(
             f"{where}: the table map was parsed without the library fixes; call install_library_fixes() "
-            "(capture.binlog_reader; BinlogReader.open() does) before the stream starts"
+            "(capture.binlog_library; BinlogReader.open() does) before the stream starts"
         )
     return tuple(_column_spec(column, f"{where}.{column.name}") for column in columns)

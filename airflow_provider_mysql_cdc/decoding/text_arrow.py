@@ -40,9 +40,13 @@ from airflow_provider_mysql_cdc.core.types import (
 )
 from airflow_provider_mysql_cdc.decoding.text_rows import text_value_converter
 from airflow_provider_mysql_cdc.decoding.values import InvalidValue
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.errors import RowPacketError
 
-__all__ = ["ArrowBatchDecoder", "FieldConverter", "RawBatch", "RowPacketError"]
+__all__ = [
+    "ArrowBatchDecoder",
+    "FieldConverter",
+    "RawBatch",
+]
 
 _NULL = 0xFB
 _UTF8_CHARSETS = frozenset({"utf8mb4", "utf8mb3", "utf8"})
@@ -50,10 +54,6 @@ _INT64 = pa.int64()
 
 #: (encoding, converter) of a result field, as PyMySQL's ``MySQLResult.converters`` holds them.
 FieldConverter = tuple[str | None, Callable[[Any], Any] | None]
-
-
-class RowPacketError(TerminalCdcError):
-    """Raised when a result's row packets do not have the shape the column definitions announce."""
 
 
 @dataclass(frozen=True)

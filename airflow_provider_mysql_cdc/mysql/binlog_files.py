@@ -31,10 +31,10 @@ from airflow_provider_mysql_cdc.core.headroom import (
 )
 from airflow_provider_mysql_cdc.core.topology import ServerObservation
 from airflow_provider_mysql_cdc.errors import (
+    BinlogFileGoneError,
+    MissingReplicationPrivilegeError,
     MySqlQueryError,
     MySqlUnreachableError,
-    PreflightFailedError,
-    TransientCdcError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, error_code, error_text, query
 
@@ -50,14 +50,6 @@ _LOST_CONNECTION = {2006, 2013, 2055}  # server gone, lost during query, lost ov
 _FORMAT_DESCRIPTION_EVENT = 15
 _BINLOG_DUMP_NON_BLOCK = 1
 _HEADER_EVENTS = 3  # fake Rotate, Format_description, then the file's first real event
-
-
-class MissingReplicationPrivilegeError(PreflightFailedError):
-    """Raised when the account lacks REPLICATION CLIENT or REPLICATION SLAVE; names the GRANT to run."""
-
-
-class BinlogFileGoneError(TransientCdcError):
-    """Raised when a listed binlog file was purged while its header was being read."""
 
 
 @dataclass(frozen=True)

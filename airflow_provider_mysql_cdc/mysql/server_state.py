@@ -18,8 +18,8 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import ServerFacts
 from airflow_provider_mysql_cdc.core.topology import ServerObservation
-from airflow_provider_mysql_cdc.errors import MySqlQueryError, PreflightFailedError
-from airflow_provider_mysql_cdc.mysql.binlog_files import BinlogFileGoneError, read_created_at_us, read_previous_gtids
+from airflow_provider_mysql_cdc.errors import BinlogFileGoneError, MySqlQueryError, PreflightFailedError
+from airflow_provider_mysql_cdc.mysql.binlog_files import read_created_at_us, read_previous_gtids
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import read_binlog_inventory, read_server_facts
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -13,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, AssetAlias, Context
 
-from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
-from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 
 if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
     from airflow_provider_mysql_cdc.staging import Staging
@@ -69,13 +67,15 @@ def iceberg_table_asset(target: str) -> Asset:
 class SparkApplyOperator(SparkSubmitOperator):
     """MERGE a pipeline's staged windows (and the snapshots they build on) into Iceberg tables.
 
-    Submits ``airflow_provider_mysql_cdc/apply/spark_job.py`` through the Spark provider's
-    ``SparkSubmitHook``: the master comes from the Spark connection (``spark_default``; its host
-    ``local[*]`` runs Spark on the worker, ``yarn``, ``k8s://...`` or ``spark://host:7077`` a cluster).
-    After the job succeeds the applied frontier of each table is recorded in the metadata tables, and
-    the job's report (per table: status, windows applied, rows) is returned as XCom. A table the job
-    could not apply (a schema change the target cannot follow, a gap) fails the task after the other
-    tables were applied and recorded.
+    Writes an :class:`~airflow_provider_mysql_cdc.apply.contract.ApplySpec` (the settings below) to the
+    pipeline's staging and submits ``airflow_provider_mysql_cdc/apply/spark_job.py --spec <URI>`` through
+    the Spark provider's ``SparkSubmitHook`` (the catalog's properties and memory go as Spark ``conf``).
+    The master comes from the Spark connection (``spark_default``; its host ``local[*]`` runs Spark on
+    the worker, ``yarn``, ``k8s://...`` or ``spark://host:7077`` a cluster).
+    The job records what each table holds in the table's own Iceberg commits (the metadata database
+    is not used); its report (per table: status, windows applied, rows) is returned as XCom. A table
+    the job could not apply (a schema change the target cannot follow, a gap) fails the task after the
+    other tables were applied.
 
     :param pipeline: pipeline name.
     :param staging_uri: staging root the windows were captured to.
@@ -94,7 +94,6 @@ class SparkApplyOperator(SparkSubmitOperator):
         tables are applied.
     :param chunks_per_commit: snapshot chunks merged per Iceberg commit when loading a snapshot.
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
-    :param metadata_conn_id: metadata database connection (default: SQLite in AIRFLOW_HOME).
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
     :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
         is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
@@ -123,16 +122,15 @@ class SparkApplyOperator(SparkSubmitOperator):
         pipeline: str,
         staging_uri: str,
         windows: str | int | None,
-        catalog: str = "lake",
+        catalog: str = ApplySpec.catalog,
         warehouse: str | None = None,
         catalog_conf: Mapping[str, str] | None = None,
-        target_template: str = "{database}.{table}",
-        history: Sequence[str] = (),
-        history_suffix: str = "_changelog",
-        drop_dropped_columns: bool = False,
-        schema_change_policy: str = "rebuild",
-        chunks_per_commit: int = 8,
-        metadata_conn_id: str | None = None,
+        target_template: str = ApplySpec.target_template,
+        history: Sequence[str] = ApplySpec.history,
+        history_suffix: str = ApplySpec.history_suffix,
+        drop_dropped_columns: bool = ApplySpec.drop_dropped_columns,
+        schema_change_policy: str = ApplySpec.schema_change_policy,
+        chunks_per_commit: int = ApplySpec.chunks_per_commit,
         local_python: str | None = None,
         conf: dict[str, Any] | None = None,
         jars: str | None = None,
@@ -164,37 +162,26 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.drop_dropped_columns = drop_dropped_columns
         self.schema_change_policy = schema_change_policy
         self.chunks_per_commit = chunks_per_commit
-        self.metadata_conn_id = metadata_conn_id
         self.local_python = local_python or sys.executable
         self.asset_alias = asset_alias
         self.report_uri = ""
 
-    def application_arguments(self, report_uri: str) -> list[str]:
-        """The job's command line (no credentials: the job reads staging and writes the catalog)."""
-        args = [
-            "--pipeline",
+    def apply_spec(self, report_uri: str) -> ApplySpec:
+        """What the job is asked to do, from the (rendered) arguments; no credential is part of it (the
+        catalog's properties go to Spark as ``conf``)."""
+        return ApplySpec.for_windows(
             self.pipeline,
-            "--staging-uri",
             self.staging_uri,
-            "--windows",
             str(self.windows),
-            "--catalog",
-            self.catalog,
-            "--target-template",
-            self.target_template,
-            "--history-suffix",
-            self.history_suffix,
-            "--chunks-per-commit",
-            str(self.chunks_per_commit),
-            "--report-uri",
-            report_uri,
-        ]
-        if self.history:
-            args += ["--history", ",".join(self.history)]
-        if self.drop_dropped_columns:
-            args.append("--drop-dropped-columns")
-        args += ["--schema-change-policy", self.schema_change_policy]
-        return args
+            catalog=self.catalog,
+            target_template=self.target_template,
+            history=tuple(self.history),
+            history_suffix=self.history_suffix,
+            drop_dropped_columns=self.drop_dropped_columns,
+            schema_change_policy=self.schema_change_policy,
+            chunks_per_commit=int(self.chunks_per_commit),
+            report_uri=report_uri,
+        )
 
     def _local_env(self) -> dict[str, str]:
         """Environment of a local spark-submit: this worker's Python and its spark-submit, loopback only."""
@@ -218,13 +205,15 @@ class SparkApplyOperator(SparkSubmitOperator):
         staging = Staging(self.staging_uri, self.pipeline)
         report_path = staging.apply_report_path(run_id, try_number)
         self.report_uri = staging.uri_of(report_path)
-        self.application_args = self.application_arguments(self.report_uri)
+        spec = self.apply_spec(self.report_uri)
+        spec_uri = staging.write_text(staging.apply_spec_path(run_id, try_number), spec.to_json())
+        self.application_args = ["--spec", spec_uri]
         if not self.jars and not self.packages:
             self.packages = ICEBERG_PACKAGE
         master = str(self._get_hook()._connection["master"])
         if master.startswith("local"):
             self.env_vars = {**self._local_env(), **(self.env_vars or {})}
-        self._size_memory(staging, master)
+        self._size_memory(staging, master, spec)
         self._hook = self._get_hook()
         try:
             super().execute(context)
@@ -232,26 +221,24 @@ class SparkApplyOperator(SparkSubmitOperator):
             report = self._read_report(staging, report_path)
             if report is None:
                 raise
-            self._record(report)
+            self._log_report(report)
             raise TerminalCdcError(self._failure_text(report)) from exc
         report = self._read_report(staging, report_path)
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
-        self._record(report)
+        self._log_report(report)
         self._emit_asset_events(context, report)
         return self._xcom(report)
 
-    def _size_memory(self, staging: Staging, master: str) -> None:
+    def _size_memory(self, staging: Staging, master: str, spec: ApplySpec) -> None:
         """Give Spark the memory the windows' largest staged row needs, or fail before submitting with
-        :class:`~airflow_provider_mysql_cdc.apply.memory.SparkMemoryTooSmallError` (see that module)."""
+        :class:`~airflow_provider_mysql_cdc.errors.SparkMemoryTooSmallError` (see ``apply.memory``)."""
         from airflow_provider_mysql_cdc.apply.memory import MIB, plan_apply_memory
-        from airflow_provider_mysql_cdc.apply.spark_job import parse_windows
 
-        first, last = parse_windows(str(self.windows))
         footprint, settings = plan_apply_memory(
             staging,
-            first,
-            last,
+            spec.first_window,
+            spec.last_window,
             master,
             self.conf or {},
             driver_memory=self._driver_memory,
@@ -267,71 +254,65 @@ class SparkApplyOperator(SparkSubmitOperator):
             )
         self.conf = {**(self.conf or {}), **settings}
 
-    def _emit_asset_events(self, context: Context, report: Mapping[str, Any]) -> None:
+    def _emit_asset_events(self, context: Context, report: ApplyReport) -> None:
         """An Asset event per target table that got new commits, through the task's AssetAlias outlet."""
         if not self.asset_alias:
             return
-        for table_name, table in report["tables"].items():
-            if table["status"] == "applied":
+        for table_name, table in report.tables.items():
+            if table.status == "applied":
+                extra: dict[str, Any] = {
+                    "table": table_name,
+                    "windows": table.windows_applied,
+                    "rows": table.rows,
+                    "snapshot_chunks_loaded": table.snapshot_chunks_loaded,
+                }
                 context["outlet_events"][AssetAlias(self.asset_alias)].add(
-                    iceberg_table_asset(table["target"]),
-                    extra={
-                        "table": table_name,
-                        "windows": table["windows_applied"],
-                        "rows": table["rows"],
-                        "snapshot_chunks_loaded": table["snapshot_chunks_loaded"],
-                    },
+                    iceberg_table_asset(table.target), extra=extra
                 )
 
     @staticmethod
-    def _read_report(staging: Staging, report_path: str) -> dict[str, Any] | None:
+    def _read_report(staging: Staging, report_path: str) -> ApplyReport | None:
         found = staging.read_text(report_path)
-        return None if found is None else dict(json.loads(found[0]))
+        return None if found is None else ApplyReport.from_json(*found)
 
-    def _record(self, report: Mapping[str, Any]) -> None:
-        """Advance the applied frontier of each table that holds every requested window (all but the
-        failed ones) to the last window's upper bound."""
-        store = metadata_store(self.metadata_conn_id)
-        upper = GtidSet.parse(report["upper"])
-        for table_name, table in report["tables"].items():
-            if table.get("rebuild"):
+    def _log_report(self, report: ApplyReport) -> None:
+        """Log what the job did per table (what each table holds is in its Iceberg commits)."""
+        for table_name, table in report.tables.items():
+            if table.rebuild:
                 self.log.warning(
                     "%s waits for a rebuild since %s; the pipeline's next snapshot reads it again",
                     table_name,
-                    table["rebuild"],
+                    table.rebuild,
                 )
-            elif table["status"] != "failed":
-                store.advance_applied_frontier(report["pipeline"], table_name, upper)
-        self.log.info(
-            "apply of windows %s..%s: %s", report["first_window"], report["last_window"], self._summary(report)
-        )
+        self.log.info("apply of windows %s..%s: %s", report.first_window, report.last_window, self._summary(report))
 
     @staticmethod
-    def _summary(report: Mapping[str, Any]) -> dict[str, str]:
-        return {
-            name: f"{t['status']} windows={t['windows_applied']} rows={t['rows']}"
-            for name, t in report["tables"].items()
-        }
+    def _summary(report: ApplyReport) -> dict[str, str]:
+        return {name: f"{t.status} windows={t.windows_applied} rows={t.rows}" for name, t in report.tables.items()}
 
     @staticmethod
-    def _failure_text(report: Mapping[str, Any]) -> str:
+    def _failure_text(report: ApplyReport) -> str:
         errors = "; ".join(
-            f"{name}: {report['tables'][name].get('error_class') or 'error'}: {report['tables'][name]['error']}"
-            for name in report["failed"]
+            f"{name}: {report.tables[name].error_class or 'error'}: {report.tables[name].error}"
+            for name in report.failed
         )
-        return f"the apply could not apply {len(report['failed'])} table(s), the others were applied: {errors}"
+        return f"the apply could not apply {len(report.failed)} table(s), the others were applied: {errors}"
 
     @staticmethod
-    def _xcom(report: Mapping[str, Any]) -> dict[str, Any]:
+    def _xcom(report: ApplyReport) -> dict[str, Any]:
         return {
-            "pipeline": report["pipeline"],
-            "first_window": report["first_window"],
-            "last_window": report["last_window"],
-            "upper": report["upper"],
+            "pipeline": report.pipeline,
+            "first_window": report.first_window,
+            "last_window": report.last_window,
+            "upper": report.upper,
             "tables": {
                 name: {
-                    key: table[key] for key in ("target", "status", "windows_applied", "rows", "snapshot_chunks_loaded")
+                    "target": table.target,
+                    "status": table.status,
+                    "windows_applied": table.windows_applied,
+                    "rows": table.rows,
+                    "snapshot_chunks_loaded": table.snapshot_chunks_loaded,
                 }
-                for name, table in report["tables"].items()
+                for name, table in report.tables.items()
             },
         }

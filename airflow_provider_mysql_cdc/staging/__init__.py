@@ -6,8 +6,7 @@ the manifest format itself is :mod:`airflow_provider_mysql_cdc.core.staging`.
 
 from __future__ import annotations
 
-from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
-from airflow_provider_mysql_cdc.staging.area import Staging, StagingWriteError, new_attempt_token, write_text_to_uri
+from airflow_provider_mysql_cdc.staging.area import Staging, new_attempt_token, read_text_from_uri, write_text_to_uri
 from airflow_provider_mysql_cdc.staging.writer import (
     DEFAULT_ROW_GROUP_BYTES,
     DEFAULT_ROW_GROUP_ROWS,
@@ -19,12 +18,11 @@ from airflow_provider_mysql_cdc.staging.writer import (
 __all__ = [
     "DEFAULT_ROW_GROUP_BYTES",
     "DEFAULT_ROW_GROUP_ROWS",
-    "CorruptStagingError",
     "SnapshotChunkWriter",
     "Staging",
-    "StagingWriteError",
     "StagingWriter",
     "WindowStagingWriter",
     "new_attempt_token",
+    "read_text_from_uri",
     "write_text_to_uri",
 ]

@@ -10,7 +10,8 @@ Layout under ``{staging_uri}/``::
     {pipeline}/snapshots/{snapshot_id}/{db}.{table}/chunk-{chunk_no:05d}-{attempt}/_manifest.json
     {pipeline}/snapshots/{snapshot_id}/{db}.{table}/_manifest.json        (the table's chunks, once all are finished)
     {pipeline}/snapshots/_tmp/{snapshot_id}.{db}.{table}.{chunk_no:05d}-{attempt}/...
-    {pipeline}/apply-reports/{run_id}-try{n}.json
+    {pipeline}/apply-specs/{run_id}-try{n}.json                            (what the apply job is asked to do)
+    {pipeline}/apply-reports/{run_id}-try{n}.json                          (what it did)
 
 Paths handed around are relative to the staging root (they start with the pipeline), as the table
 manifests record them. A snapshot chunk is published under a directory of its own attempt; the
@@ -33,23 +34,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from airflow_provider_mysql_cdc.core.staging import (
-    MANIFEST_NAME,
+from airflow_provider_mysql_cdc.core.staging import MANIFEST_NAME, SnapshotTableManifest, StagedFile, StagingManifest
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
     CorruptStagingError,
-    SnapshotTableManifest,
-    StagedFile,
-    StagingManifest,
+    StagingWriteError,
 )
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TransientCdcError
 
 log = logging.getLogger(__name__)
 
 #: The directory of a kind of staged unit that holds the temporary directories of its attempts.
 ATTEMPTS_DIR_NAME = "_tmp"
-
-
-class StagingWriteError(TransientCdcError):
-    """Raised when the staging filesystem refuses a write (permissions, network, quota)."""
 
 
 def open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -88,10 +83,20 @@ def _write_atomically(filesystem: pafs.FileSystem, final: str, text: str) -> Non
 
 
 def write_text_to_uri(uri: str, text: str) -> None:
-    """Write a small file atomically at any pyarrow filesystem URI (the apply job's ``--report-uri``)."""
+    """Write a small file atomically at any pyarrow filesystem URI (the apply job's report)."""
     directory, name = uri.rstrip("/").rsplit("/", 1)
     filesystem, root = open_filesystem(directory)
     _write_atomically(filesystem, f"{root}/{name}", text)
+
+
+def read_text_from_uri(uri: str) -> str | None:
+    """The text of a small file at any pyarrow filesystem URI (the apply job's spec), or None when there
+    is no such file."""
+    filesystem, path = open_filesystem(uri)
+    if filesystem.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with filesystem.open_input_stream(path) as stream:
+        return bytes(stream.read()).decode("utf-8")
 
 
 def spark_uri(uri: str) -> str:
@@ -220,9 +225,12 @@ class Staging:
         return f"{directory}/{name}"
 
     def apply_report_path(self, run_id: str, try_number: int) -> str:
-        """The JSON report of one try of an apply task."""
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id) + f"-try{try_number}.json"
-        return f"{self.pipeline}/apply-reports/{name}"
+        """The report of one try of an apply task (``apply.contract.ApplyReport``)."""
+        return f"{self.pipeline}/apply-reports/{_apply_file_name(run_id, try_number)}"
+
+    def apply_spec_path(self, run_id: str, try_number: int) -> str:
+        """What one try of an apply task asks the Spark job to do (``apply.contract.ApplySpec``)."""
+        return f"{self.pipeline}/apply-specs/{_apply_file_name(run_id, try_number)}"
 
     @staticmethod
     def write_probe_path(directory: str) -> str:
@@ -424,6 +432,11 @@ class Staging:
 
 
 _CHUNK_DIR_PREFIX = "chunk-"
+
+
+def _apply_file_name(run_id: str, try_number: int) -> str:
+    """A safe file name for one try of an apply task of an Airflow run."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id) + f"-try{try_number}.json"
 
 
 def _chunk_dir_name(chunk_no: int, attempt: str) -> str:

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_mysql_cdc.core.staging import OpCounter, StagedFile, StagingManifest
-from airflow_provider_mysql_cdc.errors import ConfigurationError
-from airflow_provider_mysql_cdc.staging.area import Staging, StagingWriteError, new_attempt_token, sha256_of
+from airflow_provider_mysql_cdc.errors import ConfigurationError, StagingWriteError
+from airflow_provider_mysql_cdc.staging.area import Staging, new_attempt_token, sha256_of
 
 DEFAULT_ROW_GROUP_ROWS = 50_000
 #: Bytes of rows buffered across a writer's files, and the most bytes of one row group (ordinary rows

@@ -1,6 +1,9 @@
-"""The metadata tables: pipelines, windows, snapshot chunks, table frontiers and schema history (SQLAlchemy Core).
+"""The metadata tables: pipelines, windows, snapshot chunks and schema history (SQLAlchemy Core).
 
-They are the source of truth between runs; XComs only carry copies of small facts. Any SQLAlchemy
+They are the source of truth between runs; XComs only carry copies of small facts. What a target
+table holds (its applied window and GTID set) is not here: it lives in the table's own Iceberg
+commits (:class:`~airflow_provider_mysql_cdc.apply.plan.AppliedState`), written in the same commit
+as the data. Any SQLAlchemy
 URL works (SQLite for the embedded demo, PostgreSQL or MySQL in production). The schema is created
 on first use and versioned in ``cdc_store_version``. Every change that moves progress forward is
 compare-and-set: a writer that lost a race gets :class:`FrontierConflictError`, never a silent
@@ -20,8 +23,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.errors import FrontierConflictError as FrontierConflictError  # noqa: PLC0414  re-export
-from airflow_provider_mysql_cdc.errors import MySqlCdcError, TerminalCdcError
+from airflow_provider_mysql_cdc.errors import (
+    FrontierConflictError,
+    FrontierStoreError,
+    MySqlCdcError,
+    UnknownPipelineError,
+)
 from airflow_provider_mysql_cdc.store.schema_tracking import SchemaRecords
 from airflow_provider_mysql_cdc.store.server_history import ServerObservations
 from airflow_provider_mysql_cdc.store.tables import (
@@ -31,20 +38,8 @@ from airflow_provider_mysql_cdc.store.tables import (
     snapshot_chunks_table,
     snapshots_table,
     store_version_table,
-    table_frontiers_table,
     windows_table,
 )
-
-#: ``cdc_table_frontiers.kind`` of the GTID set a table's target holds (recorded after each apply).
-APPLIED_FRONTIER = "applied"
-
-
-class FrontierStoreError(TerminalCdcError):
-    """Raised when the metadata tables are missing, newer than this code, or hold invalid data."""
-
-
-class UnknownPipelineError(TerminalCdcError):
-    """Raised when a pipeline is used before it was registered with an initial frontier."""
 
 
 @dataclass(frozen=True)
@@ -577,79 +572,3 @@ class FrontierStore(SchemaRecords, ServerObservations):
         with self._transaction() as connection:
             rows = connection.execute(select.order_by(columns.snapshot_id, columns.table_name, columns.chunk_no)).all()
         return [self._chunk_from_row(row) for row in rows]
-
-    # -- table frontiers and schema history -----------------------------------------------------
-
-    def get_table_frontier(self, pipeline: str, table_name: str, kind: str) -> GtidSet | None:
-        """A per-table frontier (``kind`` e.g. ``snapshot`` or ``applied``), or None."""
-        with self._transaction() as connection:
-            text = connection.execute(
-                sa.select(table_frontiers_table.c.frontier).where(
-                    table_frontiers_table.c.pipeline == pipeline,
-                    table_frontiers_table.c.table_name == table_name,
-                    table_frontiers_table.c.kind == kind,
-                )
-            ).scalar()
-        return (
-            None
-            if text is None
-            else _parse_stored(
-                text,
-                f"pipeline {pipeline!r} table {table_name} ({kind})",
-                "cdc_table_frontiers.frontier",
-                "the cdc.upper property of the target table's newest apply commit (or delete the row: the next "
-                "apply records it again)",
-            )
-        )
-
-    def set_table_frontier(
-        self, pipeline: str, table_name: str, kind: str, expected: GtidSet | None, new: GtidSet
-    ) -> None:
-        """Compare-and-set one table frontier (``expected=None``: it must not exist yet)."""
-        where = (
-            table_frontiers_table.c.pipeline == pipeline,
-            table_frontiers_table.c.table_name == table_name,
-            table_frontiers_table.c.kind == kind,
-        )
-        with self._transaction() as connection:
-            if expected is None:
-                try:
-                    connection.execute(
-                        table_frontiers_table.insert().values(
-                            pipeline=pipeline,
-                            table_name=table_name,
-                            kind=kind,
-                            frontier=str(new),
-                            revision=0,
-                            updated_at=_now(),
-                        )
-                    )
-                except sa.exc.IntegrityError:
-                    raise FrontierConflictError(
-                        f"pipeline {pipeline!r}: {kind} frontier of {table_name} was created concurrently"
-                    ) from None
-                return
-            result = connection.execute(
-                table_frontiers_table.update()
-                .where(*where, table_frontiers_table.c.frontier == str(expected))
-                .values(frontier=str(new), revision=table_frontiers_table.c.revision + 1, updated_at=_now())
-            )
-            if result.rowcount != 1:
-                raise FrontierConflictError(
-                    f"pipeline {pipeline!r}: {kind} frontier of {table_name} is no longer {expected}"
-                )
-
-    def advance_applied_frontier(self, pipeline: str, table_name: str, upper: GtidSet) -> GtidSet:
-        """Record that a table's target holds every transaction of ``upper`` (the upper bound of the
-        last window applied to it). The applied frontier only grows: an older ``upper`` (a re-run of a
-        past apply) leaves it as it is. Returns the recorded frontier."""
-        for _ in range(3):
-            current = self.get_table_frontier(pipeline, table_name, APPLIED_FRONTIER)
-            if current is not None and upper <= current:
-                return current
-            try:
-                self.set_table_frontier(pipeline, table_name, APPLIED_FRONTIER, current, upper)
-            except FrontierConflictError:
-                continue  # another apply recorded concurrently: re-read and compare again
-            return upper
-        raise FrontierConflictError(f"pipeline {pipeline!r}: applied frontier of {table_name} keeps changing")

@@ -10,6 +10,9 @@ import sqlalchemy as sa
 #: 3: ``cdc_snapshots`` (likewise).
 #: 4: ``cdc_tracked_schemas`` and ``cdc_rebuild_requests`` (likewise).
 #: 5: ``cdc_server_observations`` (likewise).
+#: ``cdc_table_frontiers`` (each table's applied GTID set, written after every apply and never read:
+#: the target's Iceberg commit holds it) is no longer created or written; a store that has it keeps it,
+#: unused (no version of its own: a store of either form is read and written the same way).
 STORE_SCHEMA_VERSION = 5
 
 metadata = sa.MetaData()
@@ -48,17 +51,6 @@ windows_table = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
     sa.UniqueConstraint("pipeline", "run_id", name="uq_cdc_windows_run"),
-)
-
-table_frontiers_table = sa.Table(
-    "cdc_table_frontiers",
-    metadata,
-    sa.Column("pipeline", sa.String(200), primary_key=True),
-    sa.Column("table_name", sa.String(400), primary_key=True),
-    sa.Column("kind", sa.String(32), primary_key=True),
-    sa.Column("frontier", sa.Text, nullable=False),
-    sa.Column("revision", sa.Integer, nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 
 schema_history_table = sa.Table(

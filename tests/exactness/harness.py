@@ -20,7 +20,7 @@ gives the driver. An ``OutOfMemoryError`` cannot take the shared session down.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import subprocess
 import sys
@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_mysql_cdc.apply import spark_job
+from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
 from airflow_provider_mysql_cdc.apply.memory import plan_apply_memory
-from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 from airflow_provider_mysql_cdc.capture.engine import CaptureResult
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import MySqlCdcError
@@ -86,16 +87,16 @@ class WindowRecord:
 
     window_id: int
     capture: dict[str, Any]
-    apply: dict[str, Any]
+    apply: ApplyReport
     comparisons: list[TableComparison] = field(default_factory=list)
 
 
-def _stopped_by_apply(window_id: int, report: dict[str, Any]) -> WindowStopped | None:
-    if not report["failed"]:
+def _stopped_by_apply(window_id: int, report: ApplyReport) -> WindowStopped | None:
+    if not report.failed:
         return None
     errors = [
-        StopError("apply", str(report["tables"][name].get("error_class") or "?"), report["tables"][name]["error"], name)
-        for name in report["failed"]
+        StopError("apply", report.tables[name].error_class or "?", report.tables[name].error, name)
+        for name in report.failed
     ]
     return WindowStopped(window_id, errors)
 
@@ -104,7 +105,7 @@ def _stopped_by_apply(window_id: int, report: dict[str, Any]) -> WindowStopped |
 SUBMIT_MASTER = "local[2]"
 
 
-def submit_apply(config: ApplyConfig, warehouse: Path, report_path: Path) -> dict[str, Any]:
+def submit_apply(config: ApplySpec, warehouse: Path, report_path: Path) -> ApplyReport:
     """Run the provider's apply job with ``spark-submit`` (local master) on the Hadoop catalog
     ``config.catalog`` at ``warehouse``; return its report. Spark's memory is sized as
     ``SparkApplyOperator`` sizes it (:func:`plan_apply_memory`), which raises
@@ -122,6 +123,8 @@ def submit_apply(config: ApplyConfig, warehouse: Path, report_path: Path) -> dic
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
     }
+    spec_path = report_path.with_name(f"{report_path.stem}.spec.json")
+    spec_path.write_text(dataclasses.replace(config, report_uri=str(report_path)).to_json())
     staging = Staging(config.staging_uri, config.pipeline)
     _, sized = plan_apply_memory(staging, config.first_window, config.last_window, SUBMIT_MASTER, conf)
     driver_memory = sized.pop("spark.driver.memory", None)
@@ -135,16 +138,8 @@ def submit_apply(config: ApplyConfig, warehouse: Path, report_path: Path) -> dic
         ",".join(str(jar) for jar in iceberg_jars()),
         *(item for key, value in conf.items() for item in ("--conf", f"{key}={value}")),
         str(Path(spark_job.__file__)),
-        "--pipeline",
-        config.pipeline,
-        "--staging-uri",
-        config.staging_uri,
-        "--windows",
-        f"{config.first_window}-{config.last_window}",
-        "--catalog",
-        config.catalog,
-        "--report-uri",
-        str(report_path),
+        "--spec",
+        str(spec_path),
     ]
     environment = {
         **os.environ,
@@ -159,8 +154,7 @@ def submit_apply(config: ApplyConfig, warehouse: Path, report_path: Path) -> dic
             f"spark-submit of the apply of windows {config.first_window}..{config.last_window} exited "
             f"{done.returncode} without a report:\n{done.stderr[-3000:]}"
         )
-    report: dict[str, Any] = json.loads(report_path.read_text())
-    return report
+    return ApplyReport.from_json(report_path.read_text(), str(report_path))
 
 
 class ExactnessPipeline:
@@ -210,7 +204,7 @@ class ExactnessPipeline:
         except MySqlCdcError as exc:
             raise WindowStopped(len(self.windows) + 1, [StopError("snapshot", type(exc).__name__, str(exc))]) from exc
 
-    def _apply(self, config: ApplyConfig) -> dict[str, Any]:
+    def _apply(self, config: ApplySpec) -> ApplyReport:
         if self.own_jvm:
             return submit_apply(config, self.warehouse, self.root / f"apply-{config.first_window}.json")
         return run_apply(self.spark, config)
@@ -235,14 +229,14 @@ class ExactnessPipeline:
         """Apply a captured window and record it (and the tables it leaves waiting for a rebuild);
         raise :class:`WindowStopped` when the apply, or a table's apply, stopped with an error."""
         window_id = result.window_id
-        config = ApplyConfig(self.name, str(self.engine.staging), window_id, window_id, catalog=CATALOG)
+        config = ApplySpec(self.name, str(self.engine.staging), window_id, window_id, catalog=CATALOG)
         try:
             report = self._apply(config)
         except MySqlCdcError as exc:
             raise WindowStopped(window_id, [StopError("apply", type(exc).__name__, str(exc))]) from exc
         record = WindowRecord(window_id, result.as_xcom(), report)
         self.windows.append(record)
-        self.rebuilding = {name: t["rebuild"] for name, t in report["tables"].items() if t.get("rebuild")}
+        self.rebuilding = {name: t.rebuild for name, t in report.tables.items() if t.rebuild}
         stopped = _stopped_by_apply(window_id, report)
         if stopped is not None:
             raise stopped

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
 from airflow_provider_mysql_cdc.apply.plan import AppliedState
-from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, TableApplier, run_apply
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
+from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.integration.test_type_roundtrip import CASES, VECTOR, _version, create_table, insert_rows, write_session
@@ -47,15 +49,15 @@ def mysql_rows(server: MySqlTestServer, table: str, columns: Sequence[str]) -> l
     return sorted((tuple(normalize(v) for v in row) for row in rows), key=repr)
 
 
-def config(pipeline: SnapshotPipeline, first: int, last: int | None = None, **overrides: Any) -> ApplyConfig:
+def config(pipeline: SnapshotPipeline, first: int, last: int | None = None, **overrides: Any) -> ApplySpec:
     settings: dict[str, Any] = {"catalog": CATALOG, "chunks_per_commit": 2}
     settings.update(overrides)
-    return ApplyConfig(pipeline.name, str(pipeline.staging), first, last or first, **settings)
+    return ApplySpec(pipeline.name, str(pipeline.staging), first, last or first, **settings)
 
 
 def apply(spark: SparkSession, pipeline: SnapshotPipeline, first: int, last: int | None = None, **kw: Any) -> Any:
     report = run_apply(spark, config(pipeline, first, last, **kw))
-    assert not report["failed"], {name: report["tables"][name]["error"] for name in report["failed"]}
+    assert not report.failed, {name: report.tables[name].error for name in report.failed}
     return report
 
 
@@ -117,10 +119,10 @@ def test_snapshot_then_windows_equal_mysql_after_every_window(
     )
     assert pipeline.capture("run-1").window_id == 1
     report = apply(spark, pipeline, 1)
-    customers = report["tables"][f"{db}.customers"]
-    assert customers["status"] == "applied" and customers["windows_applied"] == [1]
-    assert customers["snapshot_chunks_loaded"] == 3
-    assert customers["state"]["snapshot_id"] == "000001" and customers["state"]["window_id"] == 1
+    customers = report.tables[f"{db}.customers"]
+    assert customers.status == "applied" and customers.windows_applied == [1]
+    assert customers.snapshot_chunks_loaded == 3
+    assert customers.state["snapshot_id"] == "000001" and customers.state["window_id"] == 1
     _check(spark, mysql_server, db, CUSTOMER_COLUMNS)
     # Snapshot: 2 commits (chunks 0-1, chunk 2); then window 1.
     commits = cdc_commits(spark, f"{CATALOG}.{db}.customers")
@@ -141,8 +143,8 @@ def test_snapshot_then_windows_equal_mysql_after_every_window(
     )
     assert pipeline.capture("run-2").window_id == 2
     report = apply(spark, pipeline, 2)
-    assert any("ADD COLUMN `tier`" in s for s in report["tables"][f"{db}.customers"]["schema_changes"])
-    assert any("`qty` TYPE bigint" in s for s in report["tables"][f"{db}.lines"]["schema_changes"])
+    assert any("ADD COLUMN `tier`" in s for s in report.tables[f"{db}.customers"].schema_changes)
+    assert any("`qty` TYPE bigint" in s for s in report.tables[f"{db}.lines"].schema_changes)
     _check(spark, mysql_server, db, [*CUSTOMER_COLUMNS, "tier"])
 
     # Window 3: TRUNCATE with rows before and after it; a dropped column stays in the target.
@@ -166,7 +168,7 @@ def test_snapshot_then_windows_equal_mysql_after_every_window(
     # Re-running any of the windows changes nothing.
     before = {t: len(cdc_commits(spark, f"{CATALOG}.{db}.{t}")) for t in ("customers", "lines")}
     report = apply(spark, pipeline, 1, 3)
-    assert {t["status"] for t in report["tables"].values()} == {"up_to_date"}
+    assert {t.status for t in report.tables.values()} == {"up_to_date"}
     assert {t: len(cdc_commits(spark, f"{CATALOG}.{db}.{t}")) for t in ("customers", "lines")} == before
     _check(spark, mysql_server, db, columns)
 
@@ -185,8 +187,8 @@ def test_gap_and_unsupported_schema_change_stop_only_that_table(
 
     # Window 2 before window 1: refused, nothing written.
     report = run_apply(spark, config(pipeline, 2))
-    assert report["failed"] == [f"{db}.customers"]
-    error = report["tables"][f"{db}.customers"]["error"]
+    assert report.failed == [f"{db}.customers"]
+    error = report.tables[f"{db}.customers"].error
     assert "window 1 holds changes the table does not have yet" in error and "apply windows 1..1 first" in error
 
     apply(spark, pipeline, 1, 2)
@@ -202,13 +204,13 @@ def test_gap_and_unsupported_schema_change_stop_only_that_table(
     gtid_of_alter = str(mysql_server.execute("SELECT @@GLOBAL.gtid_executed")[0][0])
     assert pipeline.capture("run-3").window_id == 3
     report = run_apply(spark, config(pipeline, 3, schema_change_policy="stop"))
-    assert report["failed"] == [f"{db}.customers"]
-    customers = report["tables"][f"{db}.customers"]
-    assert customers["error_class"] == "RebuildPendingError"
-    error = customers["error"]
+    assert report.failed == [f"{db}.customers"]
+    customers = report.tables[f"{db}.customers"]
+    assert customers.error_class == "RebuildPendingError"
+    error = customers.error
     assert "column 'balance'" in error and "window 3" in error and "resnapshot=['apply_errors.customers']" in error
     assert "GTID " in error and gtid_of_alter.split(":", maxsplit=1)[0] in error
-    assert report["tables"][f"{db}.lines"]["status"] == "applied"
+    assert report.tables[f"{db}.lines"].status == "applied"
     assert iceberg_rows(spark, f"{CATALOG}.{db}.lines", LINE_COLUMNS) == mysql_rows(
         mysql_server, f"{db}.lines", LINE_COLUMNS
     )
@@ -219,9 +221,9 @@ def test_gap_and_unsupported_schema_change_stop_only_that_table(
     mysql_server.execute(f"UPDATE {db}.customers SET name = 'w4' WHERE id = 1")
     assert pipeline.capture("run-4").window_id == 4
     report = run_apply(spark, config(pipeline, 4))
-    assert report["failed"] == [f"{db}.customers"]
-    assert report["tables"][f"{db}.customers"]["error_class"] == "RebuildPendingError"
-    assert "waits for a fresh snapshot since window 3" in report["tables"][f"{db}.customers"]["error"]
+    assert report.failed == [f"{db}.customers"]
+    assert report.tables[f"{db}.customers"].error_class == "RebuildPendingError"
+    assert "waits for a fresh snapshot since window 3" in report.tables[f"{db}.customers"].error
 
 
 def test_history_mode_keeps_every_change_in_a_changelog_table(
@@ -310,7 +312,7 @@ def test_two_applies_racing_for_the_same_windows_apply_each_once(
 ) -> None:
     db = "apply_race2"
     pipeline = _race_setup(mysql_server, tmp_path, db)
-    reports: list[dict[str, Any]] = []
+    reports: list[ApplyReport] = []
 
     def run(catalog: str) -> None:
         reports.append(run_apply(spark, config(pipeline, 1, 3, catalog=catalog, chunks_per_commit=1)))
@@ -320,7 +322,7 @@ def test_two_applies_racing_for_the_same_windows_apply_each_once(
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(reports) == 2 and not any(r["failed"] for r in reports), reports
+    assert len(reports) == 2 and not any(r.failed for r in reports), reports
     target = f"{CATALOG}.{db}.customers"
     spark.sql(f"REFRESH TABLE {target}")
     commits = [(c["cdc.snapshot-chunks-loaded"], c["cdc.window-id"]) for c in cdc_commits(spark, target)]
@@ -403,8 +405,8 @@ def test_a_corrupt_staged_file_stops_the_table_before_its_merge(
     staged.write_bytes(staged.read_bytes()[:-100])
 
     report = run_apply(spark, config(pipeline, 1))
-    assert report["failed"] == [f"{db}.customers"]
-    assert "missing, truncated or changed" in report["tables"][f"{db}.customers"]["error"]
+    assert report.failed == [f"{db}.customers"]
+    assert "missing, truncated or changed" in report.tables[f"{db}.customers"].error
     state = AppliedState.from_summary(cdc_commits(spark, f"{CATALOG}.{db}.customers")[-1], "customers")
     assert state is not None and state.window_id == 0  # the snapshot is in, window 1 is not
 
@@ -535,7 +537,7 @@ def test_the_key_filter_keeps_every_match_of_every_key_type(
     )
     assert pipeline.capture("run-2").window_id == 2
     report = apply(spark, pipeline, 2)
-    assert any("`k` TYPE bigint" in s for s in report["tables"][f"{db}.widened_key"]["schema_changes"])
+    assert any("`k` TYPE bigint" in s for s in report.tables[f"{db}.widened_key"].schema_changes)
     assert filters and all(bits for _, bits in filters), filters
     check("widened_key")
 

@@ -21,13 +21,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_mysql_cdc.apply.memory import (
-    MIB,
-    SparkMemoryTooSmallError,
-    heap_needed,
-    spark_memory,
-    staged_footprint,
-)
+from airflow_provider_mysql_cdc.apply.memory import MIB, heap_needed, spark_memory, staged_footprint
+from airflow_provider_mysql_cdc.errors import SparkMemoryTooSmallError
 from airflow_provider_mysql_cdc.staging import DEFAULT_ROW_GROUP_BYTES, Staging
 from tests.conftest import INSTANCE_PREFIX
 from tests.integration.pipeline_child import run_in_child
@@ -103,9 +98,6 @@ def apply_operator(tmp_path: Path, pipeline: str, monkeypatch: pytest.MonkeyPatc
     from tests.spark_session import iceberg_jars
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_BIG_VALUES_META", json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "meta.db")})
-    )
     return SparkApplyOperator(
         task_id="apply",
         pipeline=pipeline,
@@ -113,7 +105,6 @@ def apply_operator(tmp_path: Path, pipeline: str, monkeypatch: pytest.MonkeyPatc
         windows="1",
         warehouse=str(tmp_path / "warehouse"),
         jars=",".join(str(jar) for jar in iceberg_jars()),
-        metadata_conn_id="big_values_meta",
         asset_alias=None,
         conf={
             "spark.driver.bindAddress": "127.0.0.1",
@@ -229,7 +220,7 @@ def test_a_1_gib_transaction_is_captured_in_bounded_memory_and_applied(
     assert staged == expected
 
     # Applied with the memory the operator sizes from the largest row (16 MiB), not the transaction's size:
-    # the Iceberg writer checks its row group from the first row on (spark_job.TARGET_PROPERTIES).
+    # the Iceberg writer checks its row group from the first row on (merge_sql.TARGET_PROPERTIES).
     operator = apply_operator(tmp_path, name, monkeypatch)
     report = operator.execute({"run_id": "apply-1"})
     assert report["tables"][f"{db}.t"]["status"] == "applied", report

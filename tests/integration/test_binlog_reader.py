@@ -18,24 +18,20 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_mysql_cdc.capture.binlog_protocol import GTID_LOG_EVENT, GTID_TAGGED_LOG_EVENT, decode_gtid_event
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
-    GTID_LOG_EVENT,
-    GTID_TAGGED_LOG_EVENT,
-    BinlogConnectionLostError,
     BinlogItem,
-    BinlogPurgedError,
     BinlogReader,
-    BinlogStreamError,
     Idle,
     QueryStatement,
     Rotate,
     RowsEvent,
     TransactionCommit,
     TransactionStart,
-    decode_gtid_event,
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.errors import BinlogConnectionLostError, BinlogPurgedError, BinlogStreamError
 from testbed.mysql import tool_env
 from tests.conftest import INSTANCE_PREFIX
 from tests.mysql_servers import MySqlTestServer, running_local

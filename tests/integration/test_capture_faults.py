@@ -22,12 +22,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogConnectionLostError, BinlogPurgedError
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
-from airflow_provider_mysql_cdc.errors import PreflightFailedError, TerminalCdcError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import (
+    BinlogConnectionLostError,
+    BinlogPurgedError,
+    CorruptStagingError,
+    PreflightFailedError,
+    TerminalCdcError,
+    TransientCdcError,
+)
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
 from airflow_provider_mysql_cdc.staging import Staging

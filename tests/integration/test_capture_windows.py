@@ -22,7 +22,8 @@ import pytest
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, CaptureResult, capture_window
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.staging import StagingManifest
-from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps, WindowNotClosedError
+from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
+from airflow_provider_mysql_cdc.errors import WindowNotClosedError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore

@@ -32,7 +32,7 @@ from pymysqlreplication.event import GtidEvent, QueryEvent
 
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import DefaultValue, TableRef, UnparsedDdl
-from airflow_provider_mysql_cdc.core.ddl_values import NotExact, literal_value
+from airflow_provider_mysql_cdc.core.ddl_values import literal_value
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
 from airflow_provider_mysql_cdc.core.schema_effects import (
     ColumnAdded,
@@ -53,6 +53,7 @@ from airflow_provider_mysql_cdc.decoding.text_rows import (
     SnapshotRowConverter,
     select_expressions,
 )
+from airflow_provider_mysql_cdc.errors import NotExact
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from tests.integration.ddl_corpus import SCENARIOS, Scenario, is_data
 from tests.mysql_servers import MySqlTestServer

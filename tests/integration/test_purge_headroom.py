@@ -17,11 +17,8 @@ import pytest
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.headroom import HeadroomStatus, assess_headroom
-from airflow_provider_mysql_cdc.mysql.binlog_files import (
-    MissingReplicationPrivilegeError,
-    check_headroom,
-    read_binlog_state,
-)
+from airflow_provider_mysql_cdc.errors import MissingReplicationPrivilegeError
+from airflow_provider_mysql_cdc.mysql.binlog_files import check_headroom, read_binlog_state
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.mysql_servers import MySqlTestServer
 

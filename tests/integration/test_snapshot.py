@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysql_cdc.capture.handoff import SnapshotInProgressError
 from airflow_provider_mysql_cdc.core.windows import TableSelection
-from airflow_provider_mysql_cdc.errors import ConfigurationError
-from airflow_provider_mysql_cdc.snapshot.engine import MissingPrivilegeError, TableWithoutKeyError
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    MissingPrivilegeError,
+    SnapshotInProgressError,
+    TableWithoutKeyError,
+)
 from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state
 from tests.mysql_servers import MySqlTestServer
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogPurgedError
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.errors import BinlogPurgedError
 from airflow_provider_mysql_cdc.staging import Staging
 from tests.conftest import INSTANCE_PREFIX, REPO_ROOT
 from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state

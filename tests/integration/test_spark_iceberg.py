@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_mysql_cdc.apply.spark_job import with_commit_properties
+from airflow_provider_mysql_cdc.apply.iceberg_session import with_commit_properties
 from tests.spark_session import CATALOG
 
 pytestmark = pytest.mark.spark

@@ -27,7 +27,7 @@ import pytest
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import install_library_fixes
+from airflow_provider_mysql_cdc.capture.binlog_library import install_library_fixes
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema

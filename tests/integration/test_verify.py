@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
+from airflow_provider_mysql_cdc.apply.contract import ApplySpec
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 from airflow_provider_mysql_cdc.apply.verify import compare_with_mysql, target_name
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from tests.integration.snapshot_pipeline import SnapshotPipeline
@@ -49,8 +50,8 @@ def test_equal_after_an_apply_and_every_difference_reported_once_mysql_moves_on(
     pipeline.snapshot("run-1")
     mysql_server.execute(f"UPDATE {DB}.pairs SET n = n + 1 WHERE a = 1", f"DELETE FROM {DB}.things WHERE id = 3")
     pipeline.capture("run-1")
-    report = run_apply(spark, ApplyConfig(pipeline.name, str(pipeline.staging), 1, 1, catalog=CATALOG))
-    assert not report["failed"], report
+    report = run_apply(spark, ApplySpec(pipeline.name, str(pipeline.staging), 1, 1, catalog=CATALOG))
+    assert not report.failed, report
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()

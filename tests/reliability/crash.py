@@ -852,8 +852,10 @@ class _ApplyBench(_Bench):
         argv = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", "--name", f"crash-{name}"]
         for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
-        argv += ["--jars", self.jars, str(REPO_ROOT / "spark_apps" / "apply_changes.py")]
-        argv += operator.application_arguments(str(report))
+        spec = self.root / "specs" / f"{name}-try{attempt}.json"
+        spec.parent.mkdir(parents=True, exist_ok=True)
+        spec.write_text(operator.apply_spec(str(report)).to_json())
+        argv += ["--jars", self.jars, str(REPO_ROOT / "spark_apps" / "apply_changes.py"), "--spec", str(spec)]
         env = {
             **os.environ,
             "PYSPARK_PYTHON": sys.executable,

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_mysql_cdc.apply.contract import ApplyReport
 from airflow_provider_mysql_cdc.capture.engine import CaptureResult
 from airflow_provider_mysql_cdc.errors import TableWithoutKeyError
 from tests.exactness.comparison import TableComparison
@@ -137,7 +138,7 @@ class _Timer:
 class _Outcome:
     """One window's apply: its report (None when the whole apply stopped) and the errors not allowed."""
 
-    report: dict[str, Any] | None
+    report: ApplyReport | None
     errors: list[StopError]
 
 
@@ -259,11 +260,11 @@ def _run_window(
     result.windows = window
     differences = _check(pipeline, replica, capture, outcome, waiting_before, f"window {window}", result)
     timer.lap("compare")
-    tables = (outcome.report or {}).get("tables", {})
+    tables = outcome.report.tables if outcome.report else {}
     line = (
         f"seed={workload.seed} window={window} {timer.line()} chunks={len(chunks)} snapshot_rows={snapshot_rows} "
         f"captured_rows={sum(capture.op_counts.values())} transactions={capture.transactions} "
-        f"applied={sum(1 for t in tables.values() if t['status'] == 'applied')} "
+        f"applied={sum(1 for t in tables.values() if t.status == 'applied')} "
         f"waiting={','.join(sorted(pipeline.rebuilding)) or '-'} "
         f"compared={len(pipeline.windows[-1].comparisons) if pipeline.windows else 0} "
         f"differences={differences} | {counts.line()} | writer {writer_counts.line()}"

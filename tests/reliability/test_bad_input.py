@@ -31,27 +31,27 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_mysql_cdc.apply.plan import RebuildPendingError
-from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, WarehouseUnreachableError, run_apply
+from airflow_provider_mysql_cdc.apply.contract import ApplySpec
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, CaptureResult, capture_window
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
-from airflow_provider_mysql_cdc.core.staging import CorruptStagingError
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
+    CorruptStagingError,
+    FrontierStoreError,
     MissingPrivilegeError,
     MySqlAuthenticationError,
     MySqlUnreachableError,
     PreflightFailedError,
-)
-from airflow_provider_mysql_cdc.snapshot.engine import (
-    SnapshotPlan,
-    SnapshotRequest,
+    RebuildPendingError,
+    StagingWriteError,
     TableWithoutKeyError,
-    plan_snapshot,
+    WarehouseUnreachableError,
 )
-from airflow_provider_mysql_cdc.staging import Staging, StagingWriteError
-from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, FrontierStoreError
+from airflow_provider_mysql_cdc.snapshot.engine import SnapshotPlan, SnapshotRequest, plan_snapshot
+from airflow_provider_mysql_cdc.staging import Staging
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from tests.conftest import INSTANCE_PREFIX
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.mysql_servers import MySqlTestServer, free_port, running_local
@@ -588,9 +588,9 @@ class Applied:
     def window_dir(self, window_id: int) -> Path:
         return self.pipeline.staging / self.pipeline.name / "windows" / f"{window_id:08d}"
 
-    def config(self, window_id: int, **overrides: Any) -> ApplyConfig:
+    def config(self, window_id: int, **overrides: Any) -> ApplySpec:
         settings: dict[str, Any] = {"catalog": "lake", **overrides}
-        return ApplyConfig(self.pipeline.name, str(self.pipeline.staging), window_id, window_id, **settings)
+        return ApplySpec(self.pipeline.name, str(self.pipeline.staging), window_id, window_id, **settings)
 
     def lake(self, spark: Any) -> tuple[list[int], list[tuple[Any, ...]]]:
         """The target's commits (snapshot ids) and rows, re-read from the warehouse."""
@@ -619,7 +619,7 @@ def _applied_pipeline(
     assert pipeline.capture("run-1").window_id == 1
     applied = Applied(pipeline, database)
     report = run_apply(spark, applied.config(1))
-    assert report["failed"] == [], report
+    assert report.failed == [], report
     server.execute(*window_2)
     assert pipeline.capture("run-2").window_id == 2
     return applied
@@ -695,9 +695,9 @@ def test_damaged_staging_stops_the_apply_before_its_merge(
         else:
             report = run_apply(spark, applied.config(2))
             table = f"{applied.database}.t"
-            assert report["failed"] == [table]
-            assert report["tables"][table]["error_class"] == CorruptStagingError.__name__
-            message = report["tables"][table]["error"]
+            assert report.failed == [table]
+            assert report.tables[table].error_class == CorruptStagingError.__name__
+            message = report.tables[table].error
             assert f"staged file {path} of window 2 is missing, truncated or changed" in message
             assert "delete the window's staging directory and re-run its capture task" in message
         assert_secret_free(message, mysql_server.cdc.password)
@@ -718,9 +718,9 @@ def test_a_type_change_the_target_cannot_hold_stops_that_table_under_the_stop_po
     (_, rows), staging = altered.lake(spark), tree(altered.pipeline.staging)
     report = run_apply(spark, altered.config(2, schema_change_policy="stop"))
     table = f"{altered.database}.t"
-    assert report["failed"] == [table]
-    assert report["tables"][table]["error_class"] == RebuildPendingError.__name__
-    message = report["tables"][table]["error"]
+    assert report.failed == [table]
+    assert report.tables[table].error_class == RebuildPendingError.__name__
+    message = report.tables[table].error
     assert "column 'balance' changed from decimal(10,2) to varchar(20)" in message
     assert f"by: ALTER TABLE {altered.database}.t MODIFY balance VARCHAR(20)" in message
     assert f"of pipeline '{altered.pipeline.name}' stops at window 2 (GTID " in message
@@ -730,7 +730,7 @@ def test_a_type_change_the_target_cannot_hold_stops_that_table_under_the_stop_po
     assert tree(altered.pipeline.staging) == staging
     # It stays stopped: the same window again names the wait and the way out.
     again = run_apply(spark, altered.config(2, schema_change_policy="stop"))
-    assert again["failed"] == [table] and again["tables"][table]["error_class"] == RebuildPendingError.__name__
+    assert again.failed == [table] and again.tables[table].error_class == RebuildPendingError.__name__
     assert altered.lake(spark)[1] == rows
 
 

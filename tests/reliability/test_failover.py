@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_mysql_cdc.apply.contract import ApplySpec
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.headroom import HeadroomStatus
 from airflow_provider_mysql_cdc.core.windows import TableSelection
@@ -181,7 +182,7 @@ def test_windows_continue_on_the_promoted_replica_with_no_gap_and_no_duplicate(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
+    from airflow_provider_mysql_cdc.apply.spark_job import run_apply
     from airflow_provider_mysql_cdc.apply.verify import compare_with_mysql
     from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 
@@ -242,8 +243,8 @@ def test_windows_continue_on_the_promoted_replica_with_no_gap_and_no_duplicate(
     # Windows 1-3 applied in this process; the next run goes through the example DAG, its connection
     # (AIRFLOW_CONN_MYSQL_CDC_DEFAULT) pointing at the promoted server: preflight checks it, the
     # purge-headroom sensor reads its binlogs, capture continues the frontier, the apply follows.
-    report = run_apply(spark, ApplyConfig(PIPELINE, str(pipeline.staging), 1, len(windows), catalog="lake"))
-    assert report["failed"] == [], report
+    report = run_apply(spark, ApplySpec(PIPELINE, str(pipeline.staging), 1, len(windows), catalog="lake"))
+    assert report.failed == [], report
     promoted.execute("UPDATE fo.accounts SET owner = 'after the switch' WHERE id = 2")
     fourth = run_the_dag_against(promoted, pipeline, spark, monkeypatch)
     assert (fourth["window_id"], fourth["lower"]) == (4, str(third.upper))

@@ -7,8 +7,8 @@ refused a wrong password. Every place the runs write to is then searched for bot
 URL-quoted: the task logs (``dag.test()`` prints them, spark-submit's output included, to the
 console; files under the Airflow home's ``logs`` too, if any), every XCom and rendered template field
 in the Airflow database and the database files themselves, the metadata store, every file under
-staging and the warehouse (manifests, Parquet, apply reports, Iceberg metadata), and the argv of every
-spark-submit process of the run, read from ``/proc`` while it runs.
+staging and the warehouse (manifests, Parquet, apply specs and reports, Iceberg metadata), and the
+argv of every spark-submit process of the run, read from ``/proc`` while it runs.
 """
 
 from __future__ import annotations
@@ -171,6 +171,7 @@ def test_no_password_anywhere(
         ],
         "staging and warehouse files": list(file_bytes(tmp_path / "staging", tmp_path / "warehouse").values()),
         "apply reports": list(file_bytes(tmp_path / "staging" / "h4secret" / "apply-reports").values()),
+        "apply specs": list(file_bytes(tmp_path / "staging" / "h4secret" / "apply-specs").values()),
         "spark-submit argv": ["\0".join(argv).encode() for argv in watch_spark_submit.argvs],
     }
     # Nothing is searched vacuously: each haystack holds what it is expected to hold.
@@ -182,7 +183,8 @@ def test_no_password_anywhere(
         "airflow and metadata databases": b"h4secret",
         "staging and warehouse files": b"_manifest",
         "apply reports": b'"pipeline": "h4secret"',
-        "spark-submit argv": b"--staging-uri",
+        "apply specs": b'"spec_format": 1',
+        "spark-submit argv": b"--spec",
     }
     for name, chunks in haystacks.items():
         if name == "airflow log files" and not any(chunks):

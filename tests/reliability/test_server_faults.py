@@ -22,11 +22,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogConnectionLostError, BinlogPurgedError
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
-from airflow_provider_mysql_cdc.errors import MySqlQueryError, TransientCdcError
+from airflow_provider_mysql_cdc.errors import (
+    BinlogConnectionLostError,
+    BinlogPurgedError,
+    MySqlQueryError,
+    TransientCdcError,
+)
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowStatus
@@ -298,7 +302,8 @@ def test_mysqld_shutdown_mid_capture_ends_in_the_exact_window(
 def test_killed_dump_connection_retry_equals_the_reference_and_applies_equal_to_mysql(
     faults_server: MySqlTestServer, big_window: BigWindow, spark: Any
 ) -> None:
-    from airflow_provider_mysql_cdc.apply.spark_job import ApplyConfig, run_apply
+    from airflow_provider_mysql_cdc.apply.contract import ApplySpec
+    from airflow_provider_mysql_cdc.apply.spark_job import run_apply
     from airflow_provider_mysql_cdc.apply.verify import compare_with_mysql
 
     server, pipeline = faults_server, big_window.pipelines["killed"]
@@ -316,10 +321,10 @@ def test_killed_dump_connection_retry_equals_the_reference_and_applies_equal_to_
     assert (again.window_id, again.lower, again.upper) == (1, big_window.lower, big_window.upper)
     assert staged_table(pipeline.staging, pipeline.name, 1).equals(big_window.rows)
 
-    report = run_apply(spark, ApplyConfig(pipeline.name, str(pipeline.staging), 1, 1, catalog="lake"))
-    assert report["failed"] == [], report
-    applied = report["tables"][BIG_TABLE]
-    assert applied["status"] == "applied" and applied["windows_applied"] == [1]
+    report = run_apply(spark, ApplySpec(pipeline.name, str(pipeline.staging), 1, 1, catalog="lake"))
+    assert report.failed == [], report
+    applied = report.tables[BIG_TABLE]
+    assert applied.status == "applied" and applied.windows_applied == [1]
     (comparison,) = compare_with_mysql(spark, server.cdc, [BIG_TABLE])
     assert comparison.equal, comparison.describe()
     assert comparison.iceberg_rows == comparison.mysql_rows == (TRANSACTIONS - 1) * ROWS_PER_TRANSACTION

@@ -14,7 +14,6 @@ from airflow_provider_mysql_cdc.apply.memory import (
     MIB,
     ROW_HEAP_FACTOR,
     LargestRow,
-    SparkMemoryTooSmallError,
     StagedFootprint,
     heap_needed,
     local_cores,
@@ -26,7 +25,7 @@ from airflow_provider_mysql_cdc.apply.memory import (
 )
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
-from airflow_provider_mysql_cdc.errors import ConfigurationError
+from airflow_provider_mysql_cdc.errors import ConfigurationError, SparkMemoryTooSmallError
 from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, WindowStagingWriter
 
 

@@ -1,4 +1,4 @@
-"""The values the apply's MERGE gives target columns (apply.spark_job): a partial row image keeps the
+"""The values the apply's MERGE gives target columns (apply.merge_sql): a partial row image keeps the
 target's value where it lacks a column, except for a column the window added, which takes the value
 MySQL gave the rows that existed then (found by the randomized differential, seed 2: MINIMAL images
 after ``ADD COLUMN ... DEFAULT`` left NULL where MySQL had the default)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_mysql_cdc.apply.merge_sql import backfill_expressions, merge_update_value
 from airflow_provider_mysql_cdc.apply.schema_alignment import ColumnBackfill, plan_window_changes, version_renames
-from airflow_provider_mysql_cdc.apply.spark_job import backfill_expressions, merge_update_value
 from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent, encode_value
 
 G = "3e11fa47-71ca-11e1-9e33-c80aa9429562:7"

@@ -1,11 +1,15 @@
-"""SparkApplyOperator's spark-submit arguments and Spark properties (pure; the real spark-submit runs
-in the example DAG test)."""
+"""SparkApplyOperator's apply spec, spark-submit arguments and Spark properties (no Spark: the real
+spark-submit runs in the example DAG test)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from airflow_provider_mysql_cdc.apply.spark_job import parse_args
+from airflow_provider_mysql_cdc.apply.contract import ApplySpec
+from airflow_provider_mysql_cdc.apply.spark_job import main, parse_args, read_spec
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.operators.apply import (
     ICEBERG_EXTENSIONS,
@@ -36,28 +40,62 @@ def test_a_catalog_needs_a_warehouse_or_properties() -> None:
         apply_spark_conf("lake", None, None)
 
 
-def test_the_job_arguments_round_trip_through_its_parser() -> None:
+def test_the_spec_round_trips_to_what_the_job_reads(tmp_path: Path) -> None:
     operator = SparkApplyOperator(
         task_id="apply",
         pipeline="shop",
-        staging_uri="s3://bucket/staging",
+        staging_uri=str(tmp_path / "staging"),
         windows="3-5",
         warehouse="/wh",
         history=["shop.orders", "shop.items"],
         drop_dropped_columns=True,
         target_template="raw_{database}.{table}",
     )
-    args = operator.application_arguments("s3://bucket/staging/shop/apply-reports/r.json")
-    config = parse_args(args)
+    staging = Staging(str(tmp_path / "staging"), "shop")
+    spec = operator.apply_spec(staging.uri_of(staging.apply_report_path("r", 1)))
+    spec_uri = staging.write_text(staging.apply_spec_path("r", 1), spec.to_json())
+    assert spec_uri == f"{tmp_path}/staging/shop/apply-specs/r-try1.json"
+    config = read_spec(spec_uri)
+    assert config == spec
     assert (config.pipeline, config.staging_uri, config.first_window, config.last_window) == (
         "shop",
-        "s3://bucket/staging",
+        str(tmp_path / "staging"),
         3,
         5,
     )
     assert config.history == ("shop.orders", "shop.items") and config.drop_dropped_columns
     assert config.target("shop.orders") == "`lake`.`raw_shop`.`orders`"
-    assert config.report_uri.endswith("/r.json")
+    assert config.report_uri == f"{tmp_path}/staging/shop/apply-reports/r-try1.json"
+    assert parse_args(["--spec", spec_uri]) == spec_uri
+
+
+def test_the_operator_defaults_are_the_specs() -> None:
+    operator = SparkApplyOperator(task_id="apply", pipeline="p", staging_uri="/s", windows=1, warehouse="/w")
+    assert operator.apply_spec("") == ApplySpec("p", "/s", 1, 1)
+
+
+def test_the_spec_holds_no_catalog_credential_or_spark_setting() -> None:
+    """The catalog's properties (a REST token, storage keys) and the Spark conf go to spark-submit as
+    Spark properties; the spec file written to staging names the catalog only."""
+    secret = "s3cr3t-T0ken/with:chars@"
+    operator = SparkApplyOperator(
+        task_id="apply",
+        pipeline="shop",
+        staging_uri="s3://bucket/staging",
+        windows=7,
+        catalog="prod",
+        catalog_conf={"type": "rest", "uri": "https://catalog.example.com", "credential": f"client:{secret}"},
+        conf={"spark.hadoop.fs.s3a.secret.key": secret, "spark.driver.memory": "2g"},
+    )
+    text = operator.apply_spec("s3://bucket/staging/shop/apply-reports/r-try1.json").to_json()
+    assert secret not in text and "credential" not in text and "spark." not in text
+    assert json.loads(text)["catalog"] == "prod"
+
+
+def test_a_missing_spec_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="no apply spec"):
+        read_spec(str(tmp_path / "nowhere.json"))
+    assert main(["--spec", str(tmp_path / "nowhere.json")]) == 2
 
 
 def test_report_names_are_safe_file_names() -> None:

@@ -10,15 +10,10 @@ import pytest
 
 from airflow_provider_mysql_cdc.apply.plan import (
     AppliedState,
-    ApplyGapError,
     ApplyWindow,
-    ForeignTableError,
     LoadSnapshotChunks,
-    RebuildPendingError,
     SchemaChange,
-    SnapshotNotReadyError,
     TableStep,
-    UnsupportedSchemaChangeError,
     plan_schema_changes,
     plan_table,
     tables_in_windows,
@@ -31,7 +26,15 @@ from airflow_provider_mysql_cdc.core.staging import (
     TruncateMarker,
     cdc_seq,
 )
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
+from airflow_provider_mysql_cdc.errors import (
+    ApplyGapError,
+    ConfigurationError,
+    ForeignTableError,
+    RebuildPendingError,
+    SnapshotNotReadyError,
+    TerminalCdcError,
+    UnsupportedSchemaChangeError,
+)
 
 P = "p"
 T = "db.t"

@@ -14,20 +14,19 @@ from hypothesis import strategies as st
 from pymysqlreplication import binlogstream
 from pymysqlreplication.gtid import GtidSet as LibraryGtidSet
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import (
+from airflow_provider_mysql_cdc.capture.binlog_library import DumpGtidSet, install_stream_hooks
+from airflow_provider_mysql_cdc.capture.binlog_protocol import (
     GTID_LOG_EVENT,
     GTID_TAGGED_LOG_EVENT,
-    BinlogStreamError,
-    _DumpGtidSet,
-    _install_library_hooks,
-    _SeenGtids,
     decode_gtid_event,
     encode_gtid_set,
     encode_varlen_uint,
     read_varlen_int,
     read_varlen_uint,
 )
+from airflow_provider_mysql_cdc.capture.binlog_reader import _SeenGtids
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.errors import BinlogStreamError
 
 SERVER_UUID = "08a9112c-e638-11f1-8cf2-02fc00000001"
 OTHER_UUID = "aaaaaaaa-0000-0000-0000-000000000001"
@@ -297,11 +296,11 @@ def test_untagged_encoding_equals_the_librarys(pieces: list[tuple[str, int, int]
 
 
 def test_dump_encoding_hook_leaves_other_callers_with_the_librarys_class() -> None:
-    _install_library_hooks()
-    _install_library_hooks()  # idempotent
+    install_stream_hooks()
+    install_stream_hooks()  # idempotent
     text = f"{SERVER_UUID}:1-5"
     assert isinstance(binlogstream.GtidSet(text), LibraryGtidSet)
-    ours = _DumpGtidSet(GtidSet())
+    ours = DumpGtidSet(GtidSet())
     assert binlogstream.GtidSet(ours) is ours
     assert bool(ours) and ours.encoded_length == 8 and ours.encoded() == bytes(8)
 

@@ -42,7 +42,8 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     UnknownAction,
     UnparsedDdl,
 )
-from airflow_provider_mysql_cdc.core.ddl_tokens import BIT, HEX, NAME, NUMBER, STRING, WORD, DdlSyntaxError, tokenize
+from airflow_provider_mysql_cdc.core.ddl_tokens import BIT, HEX, NAME, NUMBER, STRING, WORD, tokenize
+from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
 APP = "app"
 

@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.store.frontier_store import FrontierConflictError, FrontierStore, FrontierStoreError
+from airflow_provider_mysql_cdc.errors import FrontierConflictError, FrontierStoreError
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from airflow_provider_mysql_cdc.store.tables import STORE_SCHEMA_VERSION, store_version_table
 
 U = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -70,14 +71,36 @@ def test_schema_versions_are_stable_per_fingerprint(store_url: str) -> None:
     assert store.schema_version("p", "db.other", "bbb", [], None) == 1
 
 
-def test_table_frontier_compare_and_set(store_url: str) -> None:
+def test_a_store_with_the_retired_table_frontiers_is_read_and_written_as_before(store_url: str) -> None:
+    """Stores written before the applied frontier moved to the Iceberg commits have ``cdc_table_frontiers``
+    (with rows): the store reads and writes them as any other, and leaves that table as it was."""
+    engine = sa.create_engine(store_url)
+    store_version_table.metadata.create_all(engine)
+    with engine.begin() as connection:
+        connection.execute(
+            store_version_table.insert().values(version=STORE_SCHEMA_VERSION, installed_at=datetime.now(UTC))
+        )
+        connection.execute(
+            sa.text(
+                "CREATE TABLE cdc_table_frontiers (pipeline VARCHAR(200), table_name VARCHAR(400), kind VARCHAR(32), "
+                "frontier TEXT NOT NULL, revision INTEGER NOT NULL, updated_at DATETIME NOT NULL, "
+                "PRIMARY KEY (pipeline, table_name, kind))"
+            )
+        )
+        connection.execute(
+            sa.text(f"INSERT INTO cdc_table_frontiers VALUES ('p', 'db.t', 'applied', '{U}:1-3', 4, '2026-01-01')")
+        )
+    assert "cdc_table_frontiers" not in store_version_table.metadata.tables  # no longer part of the schema
     store = FrontierStore.from_url(store_url)
-    assert store.get_table_frontier("p", "db.t", "snapshot") is None
-    store.set_table_frontier("p", "db.t", "snapshot", None, GtidSet.parse(f"{U}:1-3"))
-    with pytest.raises(FrontierConflictError):
-        store.set_table_frontier("p", "db.t", "snapshot", None, GtidSet.parse(f"{U}:1-4"))
-    store.set_table_frontier("p", "db.t", "snapshot", GtidSet.parse(f"{U}:1-3"), GtidSet.parse(f"{U}:1-4"))
-    assert store.get_table_frontier("p", "db.t", "snapshot") == GtidSet.parse(f"{U}:1-4")
+    store.register_pipeline("p", GtidSet.parse(f"{U}:1-3"))
+    store.plan_window("p", 1, "run-1", GtidSet.parse(f"{U}:1-3"), "catch_up", "")
+    assert [w.window_id for w in store.list_windows("p")] == [1]
+    with engine.begin() as connection:
+        assert connection.execute(sa.text("SELECT frontier, revision FROM cdc_table_frontiers")).all() == [
+            (f"{U}:1-3", 4)
+        ]
+        versions = [row.version for row in connection.execute(sa.select(store_version_table.c.version))]
+    assert versions == [STORE_SCHEMA_VERSION]
 
 
 def test_newer_store_schema_is_refused_and_bad_sets_are_reported(store_url: str) -> None:

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from airflow_provider_mysql_cdc.decoding.json_diff import (
     JsonDiff,
-    JsonDiffError,
     apply_json_diffs,
     diffs_from_text,
     diffs_to_text,
@@ -18,6 +17,7 @@ from airflow_provider_mysql_cdc.decoding.json_diff import (
     parse_json_text,
     parse_path,
 )
+from airflow_provider_mysql_cdc.errors import JsonDiffError
 
 DOCUMENTS = [
     "null",

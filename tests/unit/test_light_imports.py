@@ -6,7 +6,7 @@
   operators, sensors, triggers and hooks import engines and drivers when a task runs.
 * Importing every module of :mod:`airflow_provider_mysql_cdc.decoding` leaves every class and
   module of python-mysql-replication as it was; only
-  :func:`~airflow_provider_mysql_cdc.capture.binlog_reader.install_library_fixes` (which
+  :func:`~airflow_provider_mysql_cdc.capture.binlog_library.install_library_fixes` (which
   ``BinlogReader.open()`` calls) changes them, and calling it twice changes nothing more.
 
 Each check runs in its own interpreter (``subprocess``): this test process has imported the drivers
@@ -135,7 +135,7 @@ imported = [
 ]
 after_import = library_state()
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import install_library_fixes
+from airflow_provider_mysql_cdc.capture.binlog_library import install_library_fixes
 
 install_library_fixes()
 after_install = library_state()

@@ -40,3 +40,14 @@ def test_entry_point_is_registered() -> None:
     ]
     assert len(points) == 1
     assert points[0].load()() == get_provider_info()
+
+
+def test_the_package_ships_its_type_hints() -> None:
+    """PEP 561: ``py.typed`` sits in the package and pyproject's package-data puts it into the wheel."""
+    import tomllib
+
+    import airflow_provider_mysql_cdc
+
+    assert (Path(airflow_provider_mysql_cdc.__file__).parent / "py.typed").is_file()
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["airflow_provider_mysql_cdc"]

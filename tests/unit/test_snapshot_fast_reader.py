@@ -23,8 +23,9 @@ from pymysql.connections import MySQLResult
 from pymysql.protocol import MysqlPacket
 
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
-from airflow_provider_mysql_cdc.decoding.text_arrow import ArrowBatchDecoder, RawBatch, RowPacketError
+from airflow_provider_mysql_cdc.decoding.text_arrow import ArrowBatchDecoder, RawBatch
 from airflow_provider_mysql_cdc.decoding.text_rows import SnapshotRowConverter
+from airflow_provider_mysql_cdc.errors import RowPacketError
 from airflow_provider_mysql_cdc.snapshot.fast_reader import read_raw_batches
 
 MAX = 0xFFFFFF

@@ -7,19 +7,12 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from airflow_provider_mysql_cdc.core.staging import (
-    CorruptStagingError,
-    SnapshotTableManifest,
-    StagedFile,
-    StagingManifest,
-    cdc_seq,
-)
+from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
-from airflow_provider_mysql_cdc.errors import ConfigurationError
+from airflow_provider_mysql_cdc.errors import ConfigurationError, CorruptStagingError, StagingWriteError
 from airflow_provider_mysql_cdc.staging import (
     SnapshotChunkWriter,
     Staging,
-    StagingWriteError,
     WindowStagingWriter,
     write_text_to_uri,
 )

@@ -8,8 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_mysql_cdc.core.staging import CorruptStagingError, StagingManifest, cdc_seq
+from airflow_provider_mysql_cdc.core.staging import StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
+from airflow_provider_mysql_cdc.errors import CorruptStagingError
 from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, WindowStagingWriter, new_attempt_token
 
 SCHEMA = arrow_schema([ColumnSpec("id", "int", primary_key=True)])

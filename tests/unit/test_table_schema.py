@@ -33,13 +33,8 @@ from airflow_provider_mysql_cdc.core.schema_effects import (
     backfill_for,
     values_preserved,
 )
-from airflow_provider_mysql_cdc.core.table_schema import (
-    SchemaModelError,
-    SchemaUpdate,
-    TrackedTable,
-    apply_statement,
-    table_from_create,
-)
+from airflow_provider_mysql_cdc.core.table_schema import SchemaUpdate, TrackedTable, apply_statement, table_from_create
+from airflow_provider_mysql_cdc.errors import SchemaModelError
 
 APP = "app"
 T = TableRef(APP, "t")

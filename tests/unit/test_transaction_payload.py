@@ -23,11 +23,10 @@ from airflow_provider_mysql_cdc.capture.transaction_payload import (
     EVENT_HEADER_LENGTH,
     CompressionType,
     PayloadHeader,
-    TransactionPayloadError,
     inner_events,
     read_payload_header,
 )
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.errors import TerminalCdcError, TransactionPayloadError
 
 # MySQL 9.7.4, "INSERT INTO ex.t VALUES (1, 'one', '{"a": 1}')" (autocommit):
 # compression='ZSTD', decompressed_size=217 bytes; Query BEGIN, Table_map, Write_rows, Xid (xid=21).

@@ -1,0 +1,212 @@
+"""The apply contract: what the Spark job is asked to do (:class:`ApplySpec`) and what it reports back
+(:class:`ApplyReport`), each with a versioned JSON form.
+
+``SparkApplyOperator`` renders its arguments into an :class:`ApplySpec`, writes it to the pipeline's
+staging (:meth:`~airflow_provider_mysql_cdc.staging.Staging.apply_spec_path`) and submits the job
+with ``--spec <URI>``; the job reads it back, applies, and writes the :class:`ApplyReport` to
+``spec.report_uri``, which the operator reads. The apply's settings are these fields, defined once.
+
+A spec holds no credential. The catalog's properties (``catalog_conf``: a REST token, a metastore
+password, storage keys) and Spark's memory settings stay Spark properties given to spark-submit
+(``--conf``, masked in the task log by the Spark provider): the JVM needs them before the session
+exists, and a staging file would keep a secret on disk. The spec only names the catalog.
+
+Pure: no Spark, Airflow or pyarrow import.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from airflow_provider_mysql_cdc.apply.plan import target_table
+from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD, require_schema_change_policy
+from airflow_provider_mysql_cdc.errors import ApplyContractError, ConfigurationError
+
+#: Version of :meth:`ApplySpec.to_json`'s document; a job refuses a spec of a version it does not know.
+APPLY_SPEC_FORMAT = 1
+#: Version of :meth:`ApplyReport.to_json`'s document.
+APPLY_REPORT_FORMAT = 1
+
+#: What a reader of another version is told to do.
+_SAME_VERSION = (
+    "install the same airflow-provider-mysql-cdc version on the Spark driver as on the Airflow worker, "
+    "then re-run the apply task"
+)
+
+
+def parse_windows(text: str) -> tuple[int, int]:
+    """``"5"`` or ``"3-5"`` -> (first, last)."""
+    try:
+        first, _, last = text.strip().partition("-")
+        return int(first), int(last or first)
+    except ValueError:
+        raise ConfigurationError(f"windows must be N or N-M (window ids), got {text!r}") from None
+
+
+def _document(text: str, source: str, what: str, version_key: str, known: int) -> dict[str, Any]:
+    """The JSON object of a contract file, after checking its format version."""
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise ApplyContractError(f"the {what} at {source} is not valid JSON ({exc}); {_SAME_VERSION}") from None
+    if not isinstance(document, dict):
+        raise ApplyContractError(f"the {what} at {source} is not a JSON object; {_SAME_VERSION}")
+    version = document.pop(version_key, None)
+    if version != known:
+        raise ApplyContractError(
+            f"the {what} at {source} has format {version!r}, this provider reads format {known}; {_SAME_VERSION}"
+        )
+    return document
+
+
+def _build(cls: type[Any], document: Mapping[str, Any], source: str, what: str) -> Any:
+    """``cls(**document)``, an unknown or missing field named in an :class:`ApplyContractError`."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(document) - names)
+    if unknown:
+        raise ApplyContractError(f"the {what} at {source} has unknown fields {unknown}; {_SAME_VERSION}")
+    try:
+        return cls(**document)
+    except TypeError as exc:
+        raise ApplyContractError(f"the {what} at {source} is incomplete ({exc}); {_SAME_VERSION}") from None
+
+
+@dataclass(frozen=True)
+class ApplySpec:
+    """One run of the apply job: the windows of one pipeline to MERGE into one catalog's tables."""
+
+    pipeline: str
+    #: The staging URI the windows were captured to (any pyarrow filesystem URI).
+    staging_uri: str
+    #: First and last window id to apply (inclusive).
+    first_window: int
+    last_window: int
+    #: The Spark catalog of the targets (configured by Spark properties, see the module docstring).
+    catalog: str = "lake"
+    #: Target table name inside the catalog: ``{database}`` and ``{table}`` are the MySQL names.
+    target_template: str = "{database}.{table}"
+    #: ``db.table`` patterns (fnmatch) of the tables that also get a changelog table.
+    history: tuple[str, ...] = ()
+    history_suffix: str = "_changelog"
+    #: Drop target columns that were dropped in MySQL (by default they stay, NULL from then on).
+    drop_dropped_columns: bool = False
+    #: A table whose window holds a change its target cannot follow: ``rebuild`` (it waits for the fresh
+    #: snapshot the next run takes; reported, not failed) or ``stop`` (reported failed until re-snapshotted).
+    schema_change_policy: str = SCHEMA_CHANGE_REBUILD
+    #: Snapshot chunks merged per Iceberg commit when a snapshot is loaded.
+    chunks_per_commit: int = 8
+    #: Where the job writes its :class:`ApplyReport` (a pyarrow filesystem URI); nothing when empty.
+    report_uri: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "history", tuple(self.history))
+        if not 1 <= self.first_window <= self.last_window:
+            raise ConfigurationError(f"windows {self.first_window}..{self.last_window} are not a valid range")
+        require_schema_change_policy(self.schema_change_policy)
+        for key in ("{database}", "{table}"):
+            if key not in self.target_template:
+                raise ConfigurationError(f"target name template {self.target_template!r} must contain {key}")
+
+    @classmethod
+    def for_windows(cls, pipeline: str, staging_uri: str, windows: str | int, **settings: Any) -> ApplySpec:
+        """The spec of ``windows`` (a window id, or ``first-last``) with the other fields from ``settings``."""
+        first, last = parse_windows(str(windows))
+        return cls(pipeline, staging_uri, first, last, **settings)
+
+    @property
+    def window_ids(self) -> list[int]:
+        """Every window id of the run, in order."""
+        return list(range(self.first_window, self.last_window + 1))
+
+    def target(self, table_name: str, suffix: str = "") -> str:
+        """The Iceberg table (``catalog.namespace.table``) of a MySQL ``db.table``, quoted."""
+        return target_table(self.catalog, self.target_template, table_name, suffix)
+
+    def keeps_history(self, table_name: str) -> bool:
+        """Whether the table also gets a changelog table."""
+        return any(fnmatch.fnmatchcase(table_name, pattern) for pattern in self.history)
+
+    def to_json(self) -> str:
+        """The spec as the job reads it (:meth:`from_json`)."""
+        document = {"spec_format": APPLY_SPEC_FORMAT, **asdict(self), "history": list(self.history)}
+        return json.dumps(document, sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> ApplySpec:
+        """The spec in ``text`` (read from ``source``, which messages name)."""
+        document = _document(text, source, "apply spec", "spec_format", APPLY_SPEC_FORMAT)
+        spec: ApplySpec = _build(cls, document, source, "apply spec")
+        return spec
+
+
+@dataclass
+class TableReport:
+    """What the job did to one table (filled in while the job applies it)."""
+
+    target: str
+    status: str = "up_to_date"  # up_to_date | applied | failed
+    windows_applied: list[int] = field(default_factory=list)
+    snapshot_chunks_loaded: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    schema_changes: list[str] = field(default_factory=list)
+    #: The table's applied state after the run (:class:`~airflow_provider_mysql_cdc.apply.plan.AppliedState`).
+    state: dict[str, Any] = field(default_factory=dict)
+    changelog_windows: list[int] = field(default_factory=list)
+    conflicts_retried: int = 0
+    seconds: float = 0.0
+    error: str = ""
+    #: The exception class's name when the table failed (e.g. ``UnsupportedSchemaChangeError``).
+    error_class: str = ""
+    #: Set when a change the target could not follow leaves the table waiting for a fresh snapshot.
+    rebuild: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """True when the table could not be applied (the other tables were)."""
+        return self.status == "failed"
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    """What one run of the apply job did, per table; the job writes it to ``ApplySpec.report_uri``."""
+
+    pipeline: str
+    first_window: int
+    last_window: int
+    #: The upper GTID set of the last window.
+    upper: str
+    tables: Mapping[str, TableReport]
+
+    @property
+    def failed(self) -> list[str]:
+        """The tables that could not be applied, sorted."""
+        return sorted(name for name, table in self.tables.items() if table.failed)
+
+    def to_json(self) -> str:
+        """The report as the operator reads it (:meth:`from_json`); ``failed`` is written for readers."""
+        document = {
+            "report_format": APPLY_REPORT_FORMAT,
+            "pipeline": self.pipeline,
+            "first_window": self.first_window,
+            "last_window": self.last_window,
+            "upper": self.upper,
+            "tables": {name: asdict(table) for name, table in self.tables.items()},
+            "failed": self.failed,
+        }
+        return json.dumps(document, sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> ApplyReport:
+        """The report in ``text`` (read from ``source``, which messages name)."""
+        document = _document(text, source, "apply report", "report_format", APPLY_REPORT_FORMAT)
+        document.pop("failed", None)  # derived from the tables
+        tables = document.get("tables")
+        if not isinstance(tables, dict):
+            raise ApplyContractError(f"the apply report at {source} has no tables; {_SAME_VERSION}")
+        document["tables"] = {name: _build(TableReport, t, source, "apply report") for name, t in tables.items()}
+        report: ApplyReport = _build(cls, document, source, "apply report")
+        return report

@@ -1,0 +1,581 @@
+"""One target table's apply: plan its steps (:mod:`.plan`) against the state its Iceberg commits
+record, read each step's staged rows, evolve the schema, then MERGE (or replace the table) in one
+commit that carries the new state; re-plan when a concurrent apply committed first. No Airflow import."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_mysql_cdc.apply.contract import ApplySpec, TableReport
+from airflow_provider_mysql_cdc.apply.iceberg_session import (
+    is_commit_conflict,
+    java_error_summary,
+    with_commit_properties,
+)
+from airflow_provider_mysql_cdc.apply.merge_sql import (
+    CHANGELOG_WINDOW_COLUMN,
+    OP_COLUMN,
+    TARGET_PROPERTIES,
+    backfill_expressions,
+    describe_event,
+    final_version,
+    json_document_columns,
+    merge_update_value,
+)
+from airflow_provider_mysql_cdc.apply.plan import (
+    AppliedState,
+    ApplyWindow,
+    KeyFilter,
+    LoadSnapshotChunks,
+    TableStep,
+    key_filter_applies,
+    key_filter_pays_off,
+    plan_schema_changes,
+    plan_table,
+    quote,
+)
+from airflow_provider_mysql_cdc.apply.schema_alignment import (
+    ColumnAlteration,
+    WindowTableChanges,
+    plan_window_changes,
+    version_renames,
+)
+from airflow_provider_mysql_cdc.apply.staged_rows import (
+    PARTIAL_COLUMN,
+    apply_pending_json_diffs,
+    fold_partial_rows,
+    key_match,
+    last_change_per_key,
+    read_versions,
+    temporal_keys,
+    window_rows,
+)
+from airflow_provider_mysql_cdc.core.ddl import ddl_targets
+from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_STOP, TRUNCATED, SchemaEvent
+from airflow_provider_mysql_cdc.core.staging import (
+    SchemaVersionInfo,
+    SnapshotTableManifest,
+    StagedFile,
+    StagingManifest,
+)
+from airflow_provider_mysql_cdc.errors import (
+    CorruptStagingError,
+    MySqlCdcError,
+    RebuildPendingError,
+    StaleApplyStateError,
+    TableWithoutKeyError,
+    TerminalCdcError,
+    UnsupportedSchemaChangeError,
+)
+from airflow_provider_mysql_cdc.staging import Staging
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger("airflow_provider_mysql_cdc.apply")
+
+#: How often a table is re-planned after a commit lost to a concurrent writer.
+MAX_CONFLICT_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class _StepSource:
+    """What one step merges into one table."""
+
+    #: One row per key: its last change (snapshot chunks: every row).
+    frame: DataFrame
+    keys: list[str]
+    files: list[StagedFile]
+    #: Every staged change that counts (the key filter's keys); None when the step staged none.
+    rows: DataFrame | None
+    #: The window's schema changes (None for snapshot loads).
+    changes: WindowTableChanges | None
+
+
+class TableApplier:
+    """Applies the planned steps of one table through one SparkSession."""
+
+    def __init__(self, spark: SparkSession, config: ApplySpec, table_name: str, staging: Staging | None = None) -> None:
+        self.spark = spark
+        self.config = config
+        self.staging = staging or Staging(config.staging_uri, config.pipeline)
+        self.table_name = table_name
+        self.target = config.target(table_name)
+        self.report = TableReport(target=self.target)
+        self._snapshot_cache: dict[str, SnapshotTableManifest | None] = {}
+        self._window_cache: dict[int, StagingManifest | None] = {}
+        #: Files of this table per window whose checksums were verified (the changelog reuses them).
+        self._verified_window_files: dict[int, list[tuple[str, StagedFile]]] = {}
+
+    # -- staging ------------------------------------------------------------------------------------
+
+    def read_window(self, window_id: int) -> StagingManifest | None:
+        if window_id not in self._window_cache:
+            self._window_cache[window_id] = self.staging.read_window_manifest(window_id)
+        return self._window_cache[window_id]
+
+    def read_snapshot(self, snapshot_id: str, table_name: str) -> SnapshotTableManifest | None:
+        if snapshot_id not in self._snapshot_cache:
+            database, table = table_name.split(".", 1)
+            self._snapshot_cache[snapshot_id] = self.staging.read_snapshot_table_manifest(snapshot_id, database, table)
+        return self._snapshot_cache[snapshot_id]
+
+    def _step_files(self, step: TableStep) -> tuple[list[tuple[str, StagedFile]], tuple[Any, ...]]:
+        """The step's staged files (Spark path, file) after checking their checksums, and the schemas."""
+        if isinstance(step, ApplyWindow):  # checksums of this table's files only, once per window
+            window_id = step.manifest.window_id
+            if window_id not in self._verified_window_files:
+                self.staging.verify_files(dataclasses.replace(step.manifest, files=step.files))
+                self._verified_window_files[window_id] = self.staging.spark_files(step.manifest, step.files)
+            return self._verified_window_files[window_id], step.manifest.schemas
+        files: list[tuple[str, StagedFile]] = []
+        schemas: list[Any] = []
+        for chunk in step.snapshot.chunks[step.first_chunk : step.end_chunk]:
+            manifest = self.staging.read_chunk_manifest(chunk)
+            if manifest is None:
+                raise CorruptStagingError(
+                    f"chunk manifest {chunk['manifest']} of snapshot {step.snapshot.snapshot_id} is missing; "
+                    f"re-snapshot {self.table_name}"
+                )
+            self.staging.verify_files(manifest)
+            files += self.staging.spark_files(manifest)
+            schemas += manifest.schemas
+        return files, tuple(schemas)
+
+    def _key_columns(self, step: TableStep, schemas: Sequence[Any], final: SchemaVersionInfo | None) -> list[str]:
+        if final is not None and final.primary_key:
+            return list(final.primary_key)
+        for schema in reversed(schemas):
+            if f"{schema.database}.{schema.table}" == self.table_name and schema.primary_key:
+                return list(schema.primary_key)
+        snapshot = step.snapshot if isinstance(step, LoadSnapshotChunks) else None
+        if snapshot is None and step.before.snapshot_id:
+            snapshot = self.read_snapshot(step.before.snapshot_id, self.table_name)
+        if snapshot is not None and snapshot.chunks:
+            return list(snapshot.chunks[0]["chunk"]["key_columns"])
+        raise TerminalCdcError(
+            f"{self.table_name} has no primary key, so its changes cannot be merged by key; add a primary key "
+            "in MySQL, or snapshot it with key_columns (the apply then merges on those columns)"
+        )
+
+    def _window_changes(
+        self, step: ApplyWindow, final: SchemaVersionInfo | None, target: str | None = None
+    ) -> tuple[WindowTableChanges, dict[int, str]]:
+        """The window's schema events replayed on ``target`` (default: the table's target), and the final
+        column id -> name map."""
+        target = target or self.target
+        final_ids = {
+            int(column["column_id"]): str(column["name"])
+            for column in (final.columns if final is not None else ())
+            if column.get("column_id") is not None
+        }
+        events = list(step.events)
+        if step.truncate_seq is not None:
+            database, table = self.table_name.split(".", 1)
+            events.append(SchemaEvent(database, table, step.truncate_seq, "", TRUNCATED))
+        target_columns = [name for name, _ in self._columns(target)] if self._exists(target) else None
+        changes = plan_window_changes(
+            target_columns, events, final_ids, drop_dropped_columns=self.config.drop_dropped_columns
+        )
+        return changes, final_ids
+
+    def _source(self, step: TableStep) -> _StepSource:
+        """The step's rows (one per key: the last change), the key columns, the staged files, the staged
+        rows as read (every change that counts; None when there are none) and the window's schema changes."""
+        from pyspark.sql import functions as F
+
+        files, schemas = self._step_files(step)
+        table_schemas = [s for s in schemas if f"{s.database}.{s.table}" == self.table_name]
+        final = final_version(step, table_schemas) if isinstance(step, ApplyWindow) else None
+        changes: WindowTableChanges | None = None
+        renames: dict[int, dict[str, str]] | None = None
+        if isinstance(step, ApplyWindow):
+            changes, final_ids = self._window_changes(step, final)
+            if final_ids:
+                renames = {info.schema_version: version_renames(info.columns, final_ids) for info in table_schemas}
+        # A table replaced by nothing (dropped, renamed away) needs no key: nothing is merged.
+        gone = changes is not None and changes.reset_seq is not None and not files
+        keys = [] if gone else self._key_columns(step, schemas, final)
+        paths: dict[int, list[str]] = {}
+        for path, staged in files:
+            paths.setdefault(staged.schema_version, []).append(path)
+        frame = read_versions(self.spark, paths, renames)
+        staged_files = [f for _, f in files]
+        if frame is None:  # a TRUNCATE alone, or a chunk of a table dropped after planning: no rows
+            if not self._exists(self.target):
+                raise TerminalCdcError(
+                    f"{self.table_name}: {step.describe()} stages no rows and no schema, and the target table "
+                    f"{self.target} does not exist; if the table was dropped in MySQL, exclude it from the pipeline"
+                )
+            empty = self.spark.table(self.target).limit(0).withColumn(OP_COLUMN, F.lit("d"))
+            return _StepSource(empty, keys, staged_files, None, changes)
+        if changes is not None:
+            frame = window_rows(frame, changes)
+        rows = frame
+        if isinstance(step, ApplyWindow) and any(f.partial_rows for f in staged_files):
+            json_columns = json_document_columns(final, frame.columns)
+            frame = fold_partial_rows(frame, keys, json_columns)
+            if json_columns and self._exists(self.target):
+                frame = apply_pending_json_diffs(frame, self.spark.table(self.target), keys, json_columns)
+        elif isinstance(step, ApplyWindow):
+            frame = last_change_per_key(frame, keys)
+        return _StepSource(frame, keys, staged_files, rows, changes)
+
+    # -- target -------------------------------------------------------------------------------------
+
+    def _iceberg_table(self) -> Any:
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
+
+    def _target_rows(self) -> int:
+        """Records in the data files of the target's current snapshot (deleted rows included), as the
+        catalog's cached (pinned) table has it; 0 before its first commit."""
+        snapshot = self._iceberg_table().currentSnapshot()
+        return 0 if snapshot is None else int(dict(snapshot.summary()).get("total-records", 0))
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self.spark.sql(f"DESCRIBE TABLE {name}").collect()
+        except Exception as exc:
+            if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
+                return False
+            raise
+        return True
+
+    def read_state(self, target: str | None = None) -> AppliedState | None:
+        """Refresh the cached table, then read the newest CDC state from its current history."""
+        name = target or self.target
+        self.spark.sql(f"REFRESH TABLE {name}")
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+        snapshot = table.currentSnapshot()
+        while snapshot is not None:
+            state = AppliedState.from_summary(dict(snapshot.summary()), name)
+            if state is not None:
+                return state
+            parent = snapshot.parentId()
+            snapshot = None if parent is None else table.snapshot(parent)
+        return None
+
+    def _columns(self, name: str) -> list[tuple[str, str]]:
+        return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
+
+    def _table_properties(self) -> str:
+        """The ``TBLPROPERTIES`` of a target the apply creates."""
+        return ", ".join(f"'{k}' = '{v}'" for k, v in {**TARGET_PROPERTIES, "cdc.source": self.table_name}.items())
+
+    def _ensure_target(
+        self,
+        name: str,
+        source: DataFrame,
+        *,
+        changelog: bool,
+        step: TableStep,
+        alterations: Sequence[ColumnAlteration] = (),
+    ) -> None:
+        """Create the table from the source's columns, or evolve its schema to take them: first the
+        renames and drops of the window's schema events, then added columns and widened types."""
+        columns = [
+            (f.name, f.dataType.simpleString())
+            for f in source.schema.fields
+            if f.name != PARTIAL_COLUMN and (changelog or f.name != OP_COLUMN)
+        ]
+        if changelog:
+            columns.append((CHANGELOG_WINDOW_COLUMN, "int"))
+        if not self._exists(name):
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
+            properties = self._table_properties()
+            partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})" if changelog else ""
+            ddl = ", ".join(f"{quote(c)} {t}" for c, t in columns)
+            self.spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {name} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({properties})"
+            )
+            log.info("created %s", name)
+            return
+        for alteration in alterations:
+            statement = alteration.sql(name)
+            log.info("%s: %s", self.table_name, statement)
+            self.spark.sql(statement)
+            self.report.schema_changes.append(statement)
+        try:
+            changes = plan_schema_changes(self._columns(name), columns, self.config.drop_dropped_columns)
+        except UnsupportedSchemaChangeError as exc:
+            raise UnsupportedSchemaChangeError(
+                f"{self.table_name} -> {name}: {exc}; {self._ddl_context(step)}"
+            ) from None
+        for change in changes:
+            statement = change.sql(name)
+            log.info("%s: %s", self.table_name, statement)
+            self.spark.sql(statement)
+            self.report.schema_changes.append(statement)
+
+    def _ddl_context(self, step: TableStep) -> str:
+        """The DDL statements of the step's window that name the table, with their GTIDs."""
+        if not isinstance(step, ApplyWindow):
+            return f"found while loading {step.describe()}; re-snapshot into a new target table"
+        database, table = self.table_name.split(".", 1)
+        statements = []
+        for ddl in step.manifest.ddl:
+            targets = ddl_targets(ddl.statement, ddl.database) or ()
+            if any(t.database == database and t.table in (None, table) for t in targets):
+                statements.append(f"{ddl.statement!r} (GTID {ddl.gtid})")
+        where = f"window {step.manifest.window_id} of pipeline {self.config.pipeline!r}"
+        if statements:
+            return (
+                f"caused by {'; '.join(statements)} in {where}. The table is stopped, the other tables go on: "
+                "re-create the target (drop it and re-snapshot the table) or change the column back in MySQL"
+            )
+        return f"in {where}. The table is stopped, the other tables go on: drop the target and re-snapshot the table"
+
+    def _merge(self, step: TableStep, staged: _StepSource, properties: dict[str, str], changed_rows: int = 0) -> None:
+        """MERGE the step's rows (one per key) into the target in one commit carrying ``properties``.
+        Back-filled columns of rows the window does not change get their value in the same commit; the
+        staged rows (``changed_rows`` of them) give the keys of a :class:`KeyFilter`."""
+        from pyspark.sql import functions as F
+
+        source, keys, changes = staged.frame, staged.keys, staged.rows
+        target_columns = self._columns(self.target)
+        source_names = {f.name.lower(): f.name for f in source.schema.fields}
+
+        def projected(column: str, type_text: str) -> Column:
+            """A staged column as the target's column of type ``type_text`` (NULL when not staged)."""
+            name = source_names.get(column.lower())
+            return (F.lit(None) if name is None else F.col(quote(name))).cast(type_text).alias(column)
+
+        window_changes = staged.changes
+        replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
+            window_changes is not None and window_changes.replaces_rows
+        )
+        backfills = () if window_changes is None or replace_rest else window_changes.backfills
+        temporal = temporal_keys(source, keys)
+        on = key_match(keys, temporal)
+        args: dict[str, Any] = {}
+        # With NOT MATCHED BY SOURCE the join is a full outer join: every target row takes part anyway.
+        full_outer = replace_rest or bool(backfills)
+        types = {c.lower(): t for c, t in target_columns}
+        if changes is not None and not full_outer and key_filter_pays_off(self._target_rows(), changed_rows):
+            key_types = [types.get(k.lower(), "") for k in keys]
+            if key_filter_applies(key_types) and all(k.lower() in source_names for k in keys):
+                key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
+                key_filter = self._key_filter(changes.select(*key_columns))
+                if key_filter is not None:
+                    condition = key_filter.condition("t", keys)
+                    if temporal:  # an invalid date's key is staged as NULL: such rows skip the filter
+                        condition = " OR ".join([condition, *(f"t.{quote(k)} IS NULL" for k in temporal)])
+                    on += f" AND ({condition})"
+                    args[KeyFilter.PARAMETER] = key_filter.parameter()
+        partial = PARTIAL_COLUMN in source_names
+        backfilled = backfill_expressions(backfills, types, args)
+        updates = ", ".join(
+            f"t.{quote(c)} = {merge_update_value(c, partial, backfilled.get(c.lower()))}" for c, _ in target_columns
+        )
+        names = ", ".join(quote(c) for c, _ in target_columns)
+        values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
+        # A partial row whose key the target lacks has nothing to complete it: it is not inserted.
+        complete = f" AND s.{PARTIAL_COLUMN} IS NULL" if partial else ""
+        untouched = ""
+        if replace_rest:
+            untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
+        elif backfills:
+            settings = [f"t.{quote(b.column)} = {backfilled[b.column.lower()]}" for b in backfills]
+            untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
+        view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
+        statement = (
+            f"MERGE INTO {self.target} t USING {view} s ON {on} "
+            f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd'{complete} THEN INSERT ({names}) VALUES ({values})" + untouched
+        )
+        extra = [F.col(OP_COLUMN), *([F.col(PARTIAL_COLUMN)] if partial else [])]
+        source.select(*[projected(c, t) for c, t in target_columns], *extra).createOrReplaceTempView(view)
+        try:
+            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement, args=args or None))
+        finally:
+            self.spark.catalog.dropTempView(view)
+
+    def _replace(self, step: TableStep, source: DataFrame, properties: dict[str, str]) -> None:
+        """Replace the target, schema and rows, by the step's rows in one commit (``CREATE OR REPLACE
+        TABLE ... AS SELECT``): readers see the old table or the new one, never a mix."""
+        from pyspark.sql import functions as F
+
+        columns = [c for c in source.columns if c not in (OP_COLUMN, PARTIAL_COLUMN)]
+        view = f"cdc_replace_{abs(hash((self.target, step.describe()))) % 10**9}"
+        source.where(F.col(OP_COLUMN) != F.lit("d")).select(
+            *[F.col(quote(c)) for c in columns]
+        ).createOrReplaceTempView(view)
+        statement = (
+            f"CREATE OR REPLACE TABLE {self.target} USING iceberg TBLPROPERTIES ({self._table_properties()}) "
+            f"AS SELECT * FROM {view}"
+        )
+        log.info("%s: %s replaces %s", self.table_name, step.describe(), self.target)
+        try:
+            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement))
+        finally:
+            self.spark.catalog.dropTempView(view)
+        self.report.schema_changes.append(f"replaced {self.target} ({step.describe()})")
+
+    def _key_filter(self, keys: DataFrame) -> KeyFilter | None:
+        """The :class:`KeyFilter` of ``keys`` (the key columns of every staged change, as the target's
+        types; at most :data:`KEY_FILTER_MAX_ROWS` rows), or None when they hold more than
+        :data:`KEY_FILTER_MAX_KEYS` distinct keys."""
+        from pyspark.sql import functions as F
+
+        hashes = keys.select(F.xxhash64(*[F.col(quote(c)) for c in keys.columns]))
+        return KeyFilter.of_hashes({int(row[0]) for row in hashes.collect()})  # one stage: no shuffle
+
+    # -- steps --------------------------------------------------------------------------------------
+
+    def run_step(self, step: TableStep) -> None:
+        """Evolve the schema, check the state is still ``step.before``, then MERGE with ``step.after``
+        (or replace the table in one commit: a table reset by DROP/CREATE, a re-load of a snapshot)."""
+        events = step.events if isinstance(step, ApplyWindow) else ()
+        nothing_staged = isinstance(step, ApplyWindow) and not step.files and not self._exists(self.target)
+        if nothing_staged and (not events or any(event.kind == "reset" for event in events)):
+            log.info("%s: %s stages nothing for a table without target", self.table_name, step.describe())
+            return  # created and gone again in the window, or renamed away: nothing to hold
+        source = self._source(step)
+        changes = source.changes
+        replaces_table = self._exists(self.target) and (
+            (changes is not None and changes.reset_seq is not None)
+            or (
+                isinstance(step, LoadSnapshotChunks)
+                and step.replace
+                and step.before != AppliedState(step.before.pipeline)
+            )
+        )
+        if not replaces_table:
+            alterations = changes.alterations if changes is not None else ()
+            self._ensure_target(self.target, source.frame, changelog=False, step=step, alterations=alterations)
+        state = self.read_state()
+        if (state or AppliedState(self.config.pipeline)) != step.before:
+            raise StaleApplyStateError(f"{self.target} moved to {state} while {step.describe()} was prepared")
+        if replaces_table:
+            self._replace(step, source.frame, step.after.to_summary())
+        else:
+            self._merge(step, source, step.after.to_summary(), sum(f.rows for f in source.files))
+        for staged in source.files:  # staged rows by op (before keeping the last change per key)
+            for op, count in staged.op_counts.items():
+                if count:
+                    self.report.rows[op] = self.report.rows.get(op, 0) + count
+        if changes is not None:
+            self.report.schema_changes += [describe_event(event) for event in changes.applied_events]
+            if changes.rebuild is not None:
+                self.report.rebuild = step.after.rebuild_pending
+        if isinstance(step, ApplyWindow):
+            self.report.windows_applied.append(step.manifest.window_id)
+        else:
+            self.report.snapshot_chunks_loaded += step.end_chunk - step.first_chunk
+        log.info("%s: %s merged into %s", self.table_name, step.describe(), self.target)
+
+    def apply(self) -> TableReport:
+        """Plan and apply the table's steps, re-planning after commits lost to a concurrent writer."""
+        started = time.monotonic()
+        windows = self.config.window_ids
+        try:
+            for attempt in range(MAX_CONFLICT_RETRIES + 1):
+                state = self.read_state() if self._exists(self.target) else None
+                steps = plan_table(
+                    self.table_name,
+                    self.config.pipeline,
+                    state,
+                    windows,
+                    self.read_window,
+                    self.read_snapshot,
+                    self.config.chunks_per_commit,
+                )
+                try:
+                    for step in steps:
+                        self.run_step(step)
+                        self.report.status = "applied"
+                    break
+                except Exception as exc:
+                    if (
+                        not (isinstance(exc, StaleApplyStateError) or is_commit_conflict(exc))
+                        or attempt == MAX_CONFLICT_RETRIES
+                    ):
+                        raise
+                    self.report.conflicts_retried += 1
+                    log.warning("%s: a concurrent commit won (%s); re-reading its state", self.target, exc)
+            if self.config.keeps_history(self.table_name):
+                self._write_changelog(windows)
+            final = self.read_state() if self._exists(self.target) else None
+            self.report.state = asdict(final) if final else {}
+            # Whether this run or an earlier one left the table waiting: a retried task says so again.
+            self.report.rebuild = final.rebuild_pending if final else ""
+            if self.report.rebuild.startswith(f"{TableWithoutKeyError.__name__}: "):
+                raise TableWithoutKeyError(
+                    f"{self.table_name} of pipeline {self.config.pipeline!r} stops at "
+                    f"{self.report.rebuild.split(': ', 1)[1]}"
+                )
+            if self.report.rebuild and self.config.schema_change_policy == SCHEMA_CHANGE_STOP:
+                raise RebuildPendingError(
+                    f"{self.table_name} of pipeline {self.config.pipeline!r} stops at {self.report.rebuild}: its "
+                    "target cannot follow that change. "
+                    f"Re-snapshot it (trigger a run with resnapshot=[{self.table_name!r}]), or set the pipeline's "
+                    "schema_change_policy to 'rebuild' to have the next run do it; the other tables go on"
+                )
+        except MySqlCdcError as exc:
+            self.report.status, self.report.error = "failed", str(exc)
+            self.report.error_class = type(exc).__name__
+        except Exception as exc:  # a Spark or Iceberg failure of this table: reported, the others go on
+            log.warning("%s: the apply failed", self.table_name, exc_info=True)
+            self.report.status, self.report.error = "failed", f"{type(exc).__name__}: {java_error_summary(exc)}"
+            self.report.error_class = type(exc).__name__
+        self.report.seconds = round(time.monotonic() - started, 3)
+        return self.report
+
+    def _write_changelog(self, windows: list[int]) -> None:
+        """Append the windows' change rows to the changelog table, replacing each window's partition."""
+        from pyspark.sql import functions as F
+
+        changelog = self.config.target(self.table_name, self.config.history_suffix)
+        state = self.read_state(changelog) if self._exists(changelog) else None
+        steps = plan_table(
+            self.table_name,
+            self.config.pipeline,
+            state,
+            windows,
+            self.read_window,
+            self.read_snapshot,
+            load_snapshots=False,
+        )
+        for step in steps:
+            assert isinstance(step, ApplyWindow)
+            files, schemas = self._step_files(step)
+            table_schemas = [s for s in schemas if f"{s.database}.{s.table}" == self.table_name]
+            final = final_version(step, table_schemas)
+            changes, final_ids = self._window_changes(step, final, changelog)
+            renames = None
+            if final_ids:
+                renames = {info.schema_version: version_renames(info.columns, final_ids) for info in table_schemas}
+            paths: dict[int, list[str]] = {}
+            for path, staged in files:
+                paths.setdefault(staged.schema_version, []).append(path)
+            frame = read_versions(self.spark, paths, renames)
+            if frame is None:
+                continue
+            frame = frame.withColumn(CHANGELOG_WINDOW_COLUMN, F.lit(step.manifest.window_id).cast("int"))
+            self._ensure_target(
+                changelog,
+                frame.drop(CHANGELOG_WINDOW_COLUMN),
+                changelog=True,
+                step=step,
+                alterations=changes.alterations,
+            )
+            columns = [c for c, _ in self._columns(changelog)]
+            source_names = {f.name.lower() for f in frame.schema.fields}
+            frame = frame.select(
+                *[F.col(quote(c)) if c.lower() in source_names else F.lit(None).alias(c) for c in columns]
+            )
+            writer = frame.writeTo(changelog)
+            for key, value in step.after.to_summary().items():
+                writer = writer.option(f"snapshot-property.{key}", value)
+            writer.overwritePartitions()
+            self.report.changelog_windows.append(step.manifest.window_id)

@@ -1,0 +1,318 @@
+"""Plan a run's snapshot: which tables it reads (never snapshotted, asked for again, or waiting for a
+rebuild), their key columns and key-range chunks, recorded once in the metadata store after the
+account's privileges are checked. No Airflow import."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pymysql
+
+from airflow_provider_mysql_cdc.core.chunks import (
+    Key,
+    SnapshotChunk,
+    next_boundary_query,
+    plan_snapshot_chunks,
+    quote_identifier,
+)
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
+from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD
+from airflow_provider_mysql_cdc.core.types import DECIMAL128_MAX_PRECISION, INTEGER_TYPES, ColumnSpec
+from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    MissingPrivilegeError,
+    MySqlQueryError,
+    TableWithoutKeyError,
+)
+from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, query
+from airflow_provider_mysql_cdc.mysql.introspection import (
+    read_server_facts,
+    require_named_tables,
+    selected_tables,
+)
+from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
+from airflow_provider_mysql_cdc.snapshot.request import (
+    ER_ACCESS_DENIED_CODES,
+    SnapshotPlan,
+    SnapshotRequest,
+    execute_statement,
+    split_table_name,
+    start_snapshot_session,
+)
+from airflow_provider_mysql_cdc.snapshot.server_guard import read_guarded_server, record_snapshot_server
+from airflow_provider_mysql_cdc.staging import Staging
+from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, SnapshotRecord
+
+log = logging.getLogger(__name__)
+
+
+#: Key column types whose values SELECT and binlog decoding give in the same Python type with
+#: MySQL's order (or, for strings, an order the server is asked about): tables keyed otherwise are
+#: snapshotted as one chunk.
+_CHUNKABLE_TYPES = set(INTEGER_TYPES) | {"year", "char", "varchar", "binary", "varbinary", "date", "datetime"}
+
+
+def find_key_columns(
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+    named: Mapping[str, Sequence[str]],
+) -> tuple[str, ...]:
+    """The table's primary key; else its shortest unique key whose columns are all NOT NULL; else the
+    columns the user named for it. Raises :class:`TableWithoutKeyError` when there is none."""
+    database, table = split_table_name(table_name)
+    rows = query(
+        connection,
+        source,
+        "SELECT s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE, s.SUB_PART FROM information_schema.STATISTICS AS s "
+        "JOIN information_schema.COLUMNS AS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME "
+        "AND c.COLUMN_NAME = s.COLUMN_NAME "
+        f"WHERE s.TABLE_SCHEMA = {connection.escape(database)} AND s.TABLE_NAME = {connection.escape(table)} "
+        "AND s.NON_UNIQUE = 0 ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX",
+    )
+    indexes: dict[str, list[tuple[str, bool, Any]]] = {}
+    for index_name, column, nullable, sub_part in rows:
+        indexes.setdefault(str(index_name), []).append((str(column), str(nullable).upper() == "YES", sub_part))
+    if "PRIMARY" in indexes:
+        return tuple(column for column, _, _ in indexes["PRIMARY"])
+    usable = [
+        (len(columns), name, tuple(column for column, _, _ in columns))
+        for name, columns in indexes.items()
+        if not any(nullable or sub_part is not None for _, nullable, sub_part in columns)
+    ]
+    if usable:
+        return min(usable)[2]
+    if table_name in named:
+        columns = tuple(named[table_name])
+        if not columns or isinstance(named[table_name], str):
+            raise ConfigurationError(f"key_columns for {table_name} must be a non-empty list of column names")
+        return columns
+    raise TableWithoutKeyError(
+        f"{table_name} has no primary key and no unique key on NOT NULL columns, so its rows cannot be "
+        "identified: add a primary key (best), or name key columns that identify its rows with "
+        f'key_columns={{"{table_name}": ["col_a", "col_b"]}}, or exclude the table from the pipeline'
+    )
+
+
+def _chunkable(specs: Sequence[ColumnSpec], key_columns: Sequence[str]) -> bool:
+    by_name = {spec.name: spec for spec in specs}
+    for column in key_columns:
+        spec = by_name.get(column)
+        if spec is None:
+            raise ConfigurationError(f"key column {column!r} is not a column of the table")
+        chunkable = spec.mysql_type in _CHUNKABLE_TYPES or (
+            spec.mysql_type == "decimal" and (spec.precision or 0) <= DECIMAL128_MAX_PRECISION
+        )
+        if not chunkable:
+            return False
+    return True
+
+
+def plan_table_chunks(
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+    key_columns: Sequence[str],
+    chunk_rows: int,
+) -> tuple[SnapshotChunk, ...]:
+    """Key ranges of about ``chunk_rows`` rows each, from boundaries read off the key's index."""
+    database, table = split_table_name(table_name)
+    specs = column_specs_from_information_schema(connection, source, database, table)
+    if not _chunkable(specs, key_columns):
+        log.info("%s: key %s has a type chunks cannot split on; the table is one chunk", table_name, key_columns)
+        return plan_snapshot_chunks(database, table, key_columns, [])
+    boundaries: list[Key] = []
+    after: Key | None = None
+    while True:
+        sql, params = next_boundary_query(database, table, key_columns, chunk_rows, after)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            break
+        after = tuple(row)
+        if not boundaries or boundaries[-1] != after:  # user-named keys may repeat a value
+            boundaries.append(after)
+    return plan_snapshot_chunks(database, table, key_columns, boundaries)
+
+
+def _snapshotted_tables(store: FrontierStore, pipeline: str) -> set[str]:
+    return {table for record in store.list_snapshots(pipeline) for table in record.tables}
+
+
+def _handoff_window(store: FrontierStore, pipeline: str) -> int:
+    """The first window the hand-off of a snapshot planned now must govern: the next one, or the last
+    one while it is still unpublished (it will be captured after the snapshot)."""
+    last = store.last_window(pipeline)
+    if last is None:
+        return 1
+    return last.window_id if not last.is_published else last.window_id + 1
+
+
+def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store: FrontierStore) -> SnapshotPlan:
+    """Decide and record the run's snapshot (once: a re-run returns the same chunks)."""
+    earlier = store.snapshot_for_run(request.pipeline, request.run_id)
+    unit = f"snapshot {earlier.snapshot_id if earlier else 'planning'} (run {request.run_id!r})"
+    server = read_guarded_server(request.pipeline, unit, source, store, check_settings=True)
+    with connection_to(source) as connection:
+        start_snapshot_session(connection, source)
+        snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
+        if snapshot is None:  # refused before anything is recorded
+            staging = Staging(request.staging_uri, request.pipeline)
+            staging.require_writable(staging.snapshot_attempts_dir())
+            require_named_tables(connection, source, request.tables)
+        if store.get_pipeline(request.pipeline) is None:
+            record = store.register_pipeline(request.pipeline, server.gtid_executed)
+            log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
+        fresh_plans: dict[str, tuple[SnapshotChunk, ...]] = {}
+        if snapshot is None:
+            decided = _new_snapshot(request, connection, source, store)
+            if decided is None:
+                return SnapshotPlan(request.pipeline, None, (), ())
+            snapshot, fresh_plans = decided
+        record_snapshot_server(store, request.pipeline, snapshot.snapshot_id, server)
+        chunks: list[SnapshotChunk] = []
+        for table_name in snapshot.tables:
+            records = store.snapshot_chunks(request.pipeline, table_name)
+            planned = [r for r in records if r.snapshot_id == snapshot.snapshot_id]
+            if not planned:
+                table_chunks = fresh_plans.get(table_name) or _plan_table(request, connection, source, table_name)
+                planned = store.plan_snapshot_table(
+                    request.pipeline,
+                    snapshot.snapshot_id,
+                    table_name,
+                    [json.dumps(chunk.to_json(), sort_keys=True) for chunk in table_chunks],
+                )
+                log.info("%s: %s chunks of about %s rows", table_name, len(planned), request.chunk_rows)
+            chunks.extend(SnapshotChunk.from_json(json.loads(record.chunk)) for record in planned)
+    return SnapshotPlan(request.pipeline, snapshot.snapshot_id, snapshot.tables, tuple(chunks))
+
+
+def _new_snapshot(
+    request: SnapshotRequest,
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    store: FrontierStore,
+) -> tuple[SnapshotRecord, dict[str, tuple[SnapshotChunk, ...]]] | None:
+    existing = selected_tables(connection, source, request.tables)
+    again = TableSelection.of(request.resnapshot) if request.resnapshot else None
+    for pattern in request.resnapshot:
+        if not any(TableSelection.of([pattern]).matches(*split_table_name(name)) for name in existing):
+            raise ConfigurationError(
+                f"resnapshot names {pattern!r}, which matches no selected table on the server "
+                f"(selected: {', '.join(existing) or 'none'})"
+            )
+    done = _snapshotted_tables(store, request.pipeline)
+    rebuilds = _pending_rebuilds(request, store, existing)
+    tables = [
+        name
+        for name in existing
+        if name not in done or name in rebuilds or (again is not None and again.matches(*split_table_name(name)))
+    ]
+    if not tables:
+        log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", request.pipeline)
+        return None
+    # Missing privileges, keyless tables and plans too big for Airflow's mapping are refused before
+    # anything is recorded.
+    _require_snapshot_privileges(connection, source, tables)
+    plans: dict[str, tuple[SnapshotChunk, ...]] = {}
+    for name in tables:
+        try:
+            plans[name] = _plan_table(request, connection, source, name)
+        except TableWithoutKeyError as exc:
+            if (
+                name not in rebuilds
+                or name not in done
+                or (again is not None and again.matches(*split_table_name(name)))
+            ):
+                raise
+            # A rebuild the table cannot have (it lost its key): it stays waiting, the others go on.
+            log.warning("%s waits for a rebuild since %s, but cannot be snapshotted: %s", name, rebuilds[name], exc)
+    tables = [name for name in tables if name in plans]
+    if not tables:
+        return None
+    total = sum(len(chunks) for chunks in plans.values())
+    if total > request.max_chunks:
+        largest = max(plans, key=lambda name: len(plans[name]))
+        raise ConfigurationError(
+            f"pipeline {request.pipeline!r}: the snapshot of {len(tables)} tables needs {total} chunks of "
+            f"{request.chunk_rows} rows ({largest}: {len(plans[largest])}), more than max_chunks "
+            f"{request.max_chunks} (Airflow's [core] max_map_length); raise chunk_rows to at least "
+            f"{request.chunk_rows * -(-total // request.max_chunks)}"
+        )
+    record = store.plan_snapshot(request.pipeline, request.run_id, tables, _handoff_window(store, request.pipeline))
+    log.info(
+        "pipeline %s: snapshot %s of %s (capture hands off from window %s)",
+        request.pipeline,
+        record.snapshot_id,
+        ", ".join(record.tables),
+        record.handoff_window,
+    )
+    return record, plans
+
+
+def _pending_rebuilds(request: SnapshotRequest, store: FrontierStore, existing: Sequence[str]) -> dict[str, str]:
+    """``db.table`` -> why, for the selected tables still on the server that a window left waiting for a
+    rebuild (taken by this snapshot when the pipeline's policy is ``rebuild``)."""
+    if request.schema_change_policy != SCHEMA_CHANGE_REBUILD:
+        return {}
+    pending = store.pending_rebuilds(request.pipeline, _handoff_window(store, request.pipeline))
+    rebuilds = {
+        name: f"window {r.window_id} (GTID {r.gtid}): {r.reason}" for name, r in pending.items() if name in existing
+    }
+    for name, why in rebuilds.items():
+        log.info("pipeline %s: %s is snapshotted again to rebuild its target (%s)", request.pipeline, name, why)
+    return rebuilds
+
+
+def _require_snapshot_privileges(
+    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
+) -> None:
+    """Raise :class:`MissingPrivilegeError` with the GRANT statements when the account cannot read
+    (``SELECT``, tried on each table) or lock (``LOCK TABLES``, from ``SHOW GRANTS``; not judged when
+    privileges come through roles) the tables to snapshot."""
+    facts = read_server_facts(connection, source, with_tables=False)
+    account = sql_account(facts.current_user)
+    problems: list[str] = []
+    fixes: list[str] = []
+    for table_name in tables:
+        database, table = split_table_name(table_name)
+        try:
+            execute_statement(
+                connection, source, f"SELECT 1 FROM {quote_identifier(database)}.{quote_identifier(table)} LIMIT 0"
+            )
+        except MySqlQueryError as exc:
+            if exc.__cause__ is None or error_code(exc.__cause__) not in ER_ACCESS_DENIED_CODES:
+                raise
+            problems.append(f"SELECT on {table_name} (to read its rows)")
+            fixes.append(f"GRANT SELECT ON {quote_identifier(database)}.{quote_identifier(table)} TO {account};")
+    if not facts.grants.role_grants:
+        databases = sorted(
+            {
+                table_name.partition(".")[0]
+                for table_name in tables
+                if not facts.grants.allows("LOCK TABLES", TableName(*split_table_name(table_name)))
+            }
+        )
+        for database in databases:
+            problems.append(f"LOCK TABLES on {database} (for the snapshot's millisecond table lock)")
+            fixes.append(f"GRANT LOCK TABLES ON {quote_identifier(database)}.* TO {account};")
+    if problems:
+        raise MissingPrivilegeError(
+            f"{account} lacks {'; '.join(problems)}; no snapshot was recorded. Grant it: {' '.join(fixes)}"
+        )
+
+
+def _plan_table(
+    request: SnapshotRequest,
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+) -> tuple[SnapshotChunk, ...]:
+    key_columns = find_key_columns(connection, source, table_name, request.key_columns)
+    return plan_table_chunks(connection, source, table_name, key_columns, request.chunk_rows)
