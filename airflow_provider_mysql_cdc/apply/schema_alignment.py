@@ -210,3 +210,25 @@ def version_renames(
         elif int(column_id) in final_column_ids:
             renames[name] = final_column_ids[int(column_id)]
     return renames
+
+
+def window_version_renames(
+    table_schemas: Sequence[Any],
+    staged_files: Sequence[Any],
+    final_column_ids: Mapping[int, str],
+    reset_seq: int | None,
+) -> dict[int, dict[str, str]]:
+    """:func:`version_renames` of each staged schema version of one table in a window (``table_schemas``:
+    its ``SchemaVersionInfo``; ``staged_files``: its ``StagedFile``). A version whose staged rows all
+    precede the window's last reset (``reset_seq``) keeps none of its table columns: its rows do not
+    count, and its column ids number the columns of a table that no longer exists (a table created
+    anew numbers its columns from 1 again), so they must not be read as the final columns' ids."""
+    last_seq: dict[int, int] = {}
+    for staged in staged_files:
+        last_seq[staged.schema_version] = max(last_seq.get(staged.schema_version, staged.last_seq), staged.last_seq)
+    renames: dict[int, dict[str, str]] = {}
+    for info in table_schemas:
+        version = info.schema_version
+        before_reset = reset_seq is not None and version in last_seq and last_seq[version] < reset_seq
+        renames[version] = {} if before_reset else version_renames(info.columns, final_column_ids)
+    return renames

@@ -43,7 +43,7 @@ from airflow_provider_mysql_cdc.apply.schema_alignment import (
     ColumnAlteration,
     WindowTableChanges,
     plan_window_changes,
-    version_renames,
+    window_version_renames,
 )
 from airflow_provider_mysql_cdc.apply.staged_rows import (
     PARTIAL_COLUMN,
@@ -197,7 +197,7 @@ class TableApplier:
         if isinstance(step, ApplyWindow):
             changes, final_ids = self._window_changes(step, final)
             if final_ids:
-                renames = {info.schema_version: version_renames(info.columns, final_ids) for info in table_schemas}
+                renames = window_version_renames(table_schemas, [f for _, f in files], final_ids, changes.reset_seq)
         # A table replaced by nothing (dropped, renamed away) needs no key: nothing is merged.
         gone = changes is not None and changes.reset_seq is not None and not files
         keys = [] if gone else self._key_columns(step, schemas, final)
@@ -554,7 +554,7 @@ class TableApplier:
             changes, final_ids = self._window_changes(step, final, changelog)
             renames = None
             if final_ids:
-                renames = {info.schema_version: version_renames(info.columns, final_ids) for info in table_schemas}
+                renames = window_version_renames(table_schemas, [f for _, f in files], final_ids, changes.reset_seq)
             paths: dict[int, list[str]] = {}
             for path, staged in files:
                 paths.setdefault(staged.schema_version, []).append(path)

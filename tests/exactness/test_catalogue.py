@@ -527,6 +527,34 @@ def test_drop_table_then_create_the_same_name(pipeline_for: NewPipeline) -> None
     )
 
 
+def test_drop_table_then_create_it_with_other_columns_and_add_an_old_name(pipeline_for: NewPipeline) -> None:
+    """Staged versions from both sides of the re-creation in one window: the new table numbers its
+    columns from 1 again, so the old versions' column ids name other columns of other types (found by
+    the randomized differential: the apply read the old ``x3`` as the new ``name``)."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.t (id INT PRIMARY KEY, name VARCHAR(10), qty INT)",
+        "INSERT INTO {db}.t VALUES (1, 'one', 1), (2, 'two', 2)",
+    )
+    run_windows(
+        pipeline,
+        [
+            [
+                "ALTER TABLE {db}.t ADD COLUMN x3 DATE",
+                "UPDATE {db}.t SET x3 = '2020-01-02', qty = 5 WHERE id = 1",
+                "ALTER TABLE {db}.t ADD COLUMN x5 DOUBLE FIRST",
+                "INSERT INTO {db}.t (id, name, qty, x3, x5) VALUES (3, 'three', 3, '2021-03-04', 1.5)",
+                "DROP TABLE {db}.t",
+                "CREATE TABLE {db}.t (id INT PRIMARY KEY, qty DECIMAL(6,2), name VARCHAR(10))",
+                "INSERT INTO {db}.t VALUES (1, 1.25, 'new one')",
+                "ALTER TABLE {db}.t ADD COLUMN x3 INT",
+                "INSERT INTO {db}.t VALUES (2, 2.50, 'new two', 7)",
+                "UPDATE {db}.t SET x3 = 9 WHERE id = 1",
+            ],
+            ["INSERT INTO {db}.t VALUES (4, 4.00, 'four', 4)", "ALTER TABLE {db}.t DROP COLUMN qty"],
+        ],
+    )
+
+
 def test_drop_several_tables_in_one_statement(pipeline_for: NewPipeline) -> None:
     """``DROP TABLE a, b, c``; ``a`` comes back with one row. Dropped tables' targets must be gone or
     empty."""

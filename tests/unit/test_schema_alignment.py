@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from airflow_provider_mysql_cdc.apply.schema_alignment import (
     ColumnBackfill,
     plan_window_changes,
     version_renames,
+    window_version_renames,
 )
 from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent, decode_value, encode_value
 
@@ -102,6 +104,21 @@ def test_version_columns_are_read_under_their_final_names() -> None:
     columns = [{"name": "id", "column_id": 1}, {"name": "f1", "column_id": 2}, {"name": "gone", "column_id": 4}]
     assert version_renames(columns, {1: "id", 2: "f2", 3: "f1"}) == {"id": "id", "f1": "f2"}
     assert version_renames([{"name": "a"}], {}) == {"a": "a"}  # staged before column ids existed
+
+
+def test_versions_before_a_reset_keep_no_column_under_a_reused_id() -> None:
+    """A table created anew numbers its columns from 1 again: the old versions' ids are not the new
+    columns' ids. Rows staged before the reset keep only the staging columns; a version staged across
+    or after it, or without rows here, is read by id."""
+    old = SimpleNamespace(schema_version=1, columns=({"name": "id", "column_id": 1}, {"name": "x3", "column_id": 2}))
+    new = SimpleNamespace(schema_version=2, columns=({"name": "id", "column_id": 1}, {"name": "name", "column_id": 2}))
+    unread = SimpleNamespace(schema_version=3, columns=({"name": "id", "column_id": 1},))
+    files = [SimpleNamespace(schema_version=1, last_seq=4), SimpleNamespace(schema_version=2, last_seq=9)]
+    final = {1: "id", 2: "name"}
+    renames = window_version_renames([old, new, unread], files, final, reset_seq=5)
+    assert renames == {1: {}, 2: {"id": "id", "name": "name"}, 3: {"id": "id"}}
+    # Without a reset, every version is read by column id.
+    assert window_version_renames([old], files, final, reset_seq=None) == {1: {"id": "id", "x3": "name"}}
 
 
 @pytest.mark.parametrize(
