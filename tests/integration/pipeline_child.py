@@ -8,17 +8,14 @@ the child prints one JSON line: ``{"peak_rss_mb", "rss_after_imports_mb", "resul
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from tests.child_process import run_module
 from tests.mysql_servers import MySqlTestServer
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def peak_rss_mb() -> float:
@@ -50,19 +47,7 @@ def run_in_child(server: MySqlTestServer, tmp_path: Path, phase: str, **request:
         "tmp_path": str(tmp_path),
         **request,
     }
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.pipeline_child"],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        check=False,
-        timeout=1800,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return run_module("tests.integration.pipeline_child", payload, timeout=1800)
 
 
 def main() -> None:

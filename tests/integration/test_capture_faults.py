@@ -451,9 +451,9 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
-spec = json.loads(sys.argv[1])
+spec = json.load(sys.stdin)
 source = MySqlConnectionConfig(
-    host=spec["host"], port=spec["port"], user=spec["user"], password=os.environ["FAULTS_CDC_PASSWORD"]
+    host=spec["host"], port=spec["port"], user=spec["user"], password=spec["password"]
 )
 request = CaptureRequest(
     pipeline=spec["pipeline"],
@@ -480,6 +480,7 @@ def test_sigkilled_capture_is_completed_by_the_next_attempt(
         "host": mysql_server.cdc.host,
         "port": mysql_server.cdc.port,
         "user": mysql_server.cdc.user,
+        "password": mysql_server.cdc.password,  # sent on stdin, never in argv or the environment
         "pipeline": capture.pipeline,
         "run_id": capture.run_id,
         "staging_uri": capture.staging_uri,
@@ -492,13 +493,16 @@ def test_sigkilled_capture_is_completed_by_the_next_attempt(
     output = tmp_path / "capture.log"
     with output.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", CAPTURE_SCRIPT, json.dumps(spec)],
+            [sys.executable, "-c", CAPTURE_SCRIPT],
             cwd=REPO_ROOT,
-            env={**os.environ, "FAULTS_CDC_PASSWORD": mysql_server.cdc.password},
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         try:
+            assert process.stdin is not None
+            process.stdin.write(json.dumps(spec).encode())
+            process.stdin.close()
             deadline = time.monotonic() + 120
             while not staging_rows(staging, "big-killed", row_group_written=True):
                 assert process.poll() is None, f"the capture ended before it was killed:\n{output.read_text()}"

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 import time
 from datetime import datetime
 from decimal import Decimal
@@ -35,7 +33,7 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
 from airflow_provider_mysql_cdc.decoding.compiled_rows import row_images
 from airflow_provider_mysql_cdc.staging import Staging
-from tests.conftest import REPO_ROOT
+from tests.child_process import run_module
 from tests.integration.test_binlog_reader import read_until_idle, transactions
 from tests.integration.test_capture_windows import Pipeline, executed, replay, server_utc_now
 from tests.mysql_servers import MySqlTestServer
@@ -342,17 +340,7 @@ def probe(server: MySqlTestServer, request: dict[str, Any]) -> dict[str, Any]:
     """Run :mod:`tests.integration.binlog_memory_probe` in a fresh interpreter (password on stdin)."""
     config = server.cdc
     full = {"host": config.host, "port": config.port, "user": config.user, "password": config.password, **request}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.binlog_memory_probe"],
-        input=json.dumps(full),
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_module("tests.integration.binlog_memory_probe", full, timeout=600)
     result["rss_growth_bytes"] = (result["peak_rss_after_kib"] - result["peak_rss_before_kib"]) * 1024
     return result
 

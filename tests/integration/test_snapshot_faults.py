@@ -34,9 +34,9 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, snapshot_chunk
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
-spec = json.loads(sys.argv[1])
+spec = json.load(sys.stdin)
 source = MySqlConnectionConfig(
-    host=spec["host"], port=spec["port"], user=spec["user"], password=os.environ["SNAPSHOT_CDC_PASSWORD"]
+    host=spec["host"], port=spec["port"], user=spec["user"], password=spec["password"]
 )
 request = SnapshotRequest(
     pipeline=spec["pipeline"],
@@ -75,6 +75,7 @@ def test_a_sigkilled_chunk_is_redone_by_the_next_attempt(mysql_server: MySqlTest
         "host": mysql_server.cdc.host,
         "port": mysql_server.cdc.port,
         "user": mysql_server.cdc.user,
+        "password": mysql_server.cdc.password,  # sent on stdin, never in argv or the environment
         "pipeline": "killed",
         "run_id": "run-1",
         "staging_uri": str(pipeline.staging),
@@ -86,13 +87,16 @@ def test_a_sigkilled_chunk_is_redone_by_the_next_attempt(mysql_server: MySqlTest
     output = tmp_path / "chunk.log"
     with output.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", CHUNK_SCRIPT, json.dumps(spec)],
+            [sys.executable, "-c", CHUNK_SCRIPT],
             cwd=REPO_ROOT,
-            env={**os.environ, "SNAPSHOT_CDC_PASSWORD": mysql_server.cdc.password},
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         try:
+            assert process.stdin is not None
+            process.stdin.write(json.dumps(spec).encode())
+            process.stdin.close()
             deadline = time.monotonic() + 120
             while not tmp_parts(pipeline.staging, "killed"):
                 assert process.poll() is None, f"the chunk ended before it was killed:\n{output.read_text()}"

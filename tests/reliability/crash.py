@@ -67,7 +67,6 @@ STAGES = ("capture", "snapshot", "apply")
 ROTATION = ("capture", "snapshot", "apply", "capture", "snapshot")
 #: Replica server ids of this harness's binlog readers (unique among the source's readers).
 SERVER_ID_BASE = 7_310_000
-PASSWORD_ENV = "CRASH_TRIAL_CDC_PASSWORD"
 CHILD_TIMEOUT_SECONDS = 600.0
 
 # -- capture: a window of about 35 MB of binlog, 171,020 staged rows ---------------------------------
@@ -103,8 +102,8 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
-spec = json.loads(sys.argv[1])
-password = os.environ[spec["env"]]
+spec = json.load(sys.stdin)
+password = spec["password"]
 source = MySqlConnectionConfig(host=spec["host"], port=spec["port"], user=spec["user"], password=password)
 request = CaptureRequest(
     pipeline=spec["pipeline"],
@@ -129,8 +128,8 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, snapshot_chunk
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
-spec = json.loads(sys.argv[1])
-password = os.environ[spec["env"]]
+spec = json.load(sys.stdin)
+password = spec["password"]
 source = MySqlConnectionConfig(host=spec["host"], port=spec["port"], user=spec["user"], password=password)
 request = SnapshotRequest(
     pipeline=spec["pipeline"],
@@ -230,9 +229,10 @@ def _wait_group_gone(pgid: int, timeout: float = 30.0) -> bool:
     return False
 
 
-def run_child(argv: Sequence[str], env: dict[str, str], log: Path, kill_at: float | None) -> Kill:
-    """Run ``argv`` in a process group of its own; SIGKILL the whole group ``kill_at`` seconds after
-    the start unless it ended before. Nothing of the group survives this function."""
+def run_child(argv: Sequence[str], env: dict[str, str], log: Path, kill_at: float | None, stdin_text: str = "") -> Kill:
+    """Run ``argv`` in a process group of its own, ``stdin_text`` on its standard input (a request with
+    a password goes there, never into argv or the environment); SIGKILL the whole group ``kill_at``
+    seconds after the start unless it ended before. Nothing of the group survives this function."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as output:
         started = time.monotonic()
@@ -240,12 +240,13 @@ def run_child(argv: Sequence[str], env: dict[str, str], log: Path, kill_at: floa
             list(argv),
             cwd=REPO_ROOT,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:
+            _send(process, stdin_text)
             try:
                 process.wait(timeout=CHILD_TIMEOUT_SECONDS if kill_at is None else kill_at)
             except subprocess.TimeoutExpired:
@@ -261,12 +262,19 @@ def run_child(argv: Sequence[str], env: dict[str, str], log: Path, kill_at: floa
     return Kill(kill_at, ran, returncode, log)
 
 
-def _child_env(server: MySqlTestServer) -> dict[str, str]:
-    return {**os.environ, PASSWORD_ENV: server.cdc.password}
+def _send(process: subprocess.Popen[bytes], text: str) -> None:
+    """Write ``text`` to the child's standard input and close it (a child killed first is not an error)."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write(text.encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
 
 
 def _connection_spec(server: MySqlTestServer) -> dict[str, Any]:
-    return {"host": server.cdc.host, "port": server.cdc.port, "user": server.cdc.user, "env": PASSWORD_ENV}
+    cdc = server.cdc
+    return {"host": cdc.host, "port": cdc.port, "user": cdc.user, "password": cdc.password}
 
 
 # -- small helpers -----------------------------------------------------------------------------------
@@ -458,8 +466,8 @@ class _CaptureBench(_Bench):
             "row_group_rows": request.row_group_rows,
             "store_url": f"sqlite:///{directory / 'meta.db'}",
         }
-        argv = [sys.executable, "-c", CAPTURE_CHILD, json.dumps(spec)]
-        return run_child(argv, _child_env(self.server), directory / "capture.log", kill_at)
+        argv = [sys.executable, "-c", CAPTURE_CHILD]
+        return run_child(argv, dict(os.environ), directory / "capture.log", kill_at, json.dumps(spec))
 
     def trial(self, number: int, kill_at: float) -> TrialOutcome:
         directory = self.root / f"trial-{number:03d}"
@@ -616,8 +624,8 @@ class _SnapshotBench(_Bench):
             "chunk": argument["chunk"],
             "store_url": f"sqlite:///{directory / 'meta.db'}",
         }
-        argv = [sys.executable, "-c", CHUNK_CHILD, json.dumps(spec)]
-        return run_child(argv, _child_env(self.server), directory / "chunk.log", kill_at)
+        argv = [sys.executable, "-c", CHUNK_CHILD]
+        return run_child(argv, dict(os.environ), directory / "chunk.log", kill_at, json.dumps(spec))
 
     @staticmethod
     def _chunk_manifest(directory: Path, pipeline: str, manifest_uri: str | None) -> tuple[StagingManifest, Path]:

@@ -17,6 +17,7 @@ from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.staging import Staging, StagingWriter, WindowStagingWriter
 from airflow_provider_mysql_cdc.staging.writer import row_group_slices, row_sizes
+from tests.unit.staging_manifests import finished_manifest
 
 SPECS = [ColumnSpec("id", "int", primary_key=True), ColumnSpec("v", "longblob", charset="binary")]
 SCHEMA = arrow_schema(SPECS)
@@ -30,23 +31,6 @@ def _row(position: int, size: int) -> tuple[object, ...]:
     return (position, bytes([position % 251]) * size, None, None, "c", "u:1", cdc_seq(1, position), None)
 
 
-def _publish(writer: WindowStagingWriter) -> StagingManifest:
-    manifest = StagingManifest(
-        pipeline="p",
-        window_id=writer.window_id,
-        lower="",
-        upper="",
-        cutoff_rule="catch_up",
-        cutoff_value="",
-        transactions=0,
-        first_commit_ts_us=None,
-        last_commit_ts_us=None,
-        files=tuple(writer.finish()),
-    )
-    writer.publish(manifest)
-    return manifest
-
-
 def test_buffered_bytes_stay_under_the_budget_plus_one_row_and_row_groups_are_bounded(tmp_path: Path) -> None:
     writer = WindowStagingWriter(Staging(str(tmp_path), "p"), 1, row_group_rows=1_000, row_group_bytes=64 * KIB)
     sizes = [(position * 7919) % (40 * KIB) + 1 for position in range(60)]
@@ -57,7 +41,8 @@ def test_buffered_bytes_stay_under_the_budget_plus_one_row_and_row_groups_are_bo
         peak = max(peak, writer._buffered_bytes)
         assert writer._buffered_bytes == sum(staged.buffered_bytes() for staged in writer._files.values())
     assert peak < 64 * KIB + max(sizes)
-    manifest = _publish(writer)
+    manifest = finished_manifest(writer)
+    writer.publish(manifest)
     values: dict[int, bytes] = {}
     for staged in manifest.files:
         parquet = pq.ParquetFile(tmp_path / "p" / "windows" / "00000001" / staged.path)
@@ -76,7 +61,8 @@ def test_a_row_larger_than_the_budget_is_a_row_group_of_its_own(tmp_path: Path) 
     images = [_row(position, size)[:3] for position, size in enumerate([100, 50 * KIB, 200, 300])]
     writer.add_images("db", "t", 1, SCHEMA, images, ("c", "u:1", cdc_seq(1, 0), None), approx_bytes=51 * KIB)
     assert writer._buffered_bytes == 0  # over the budget: written at once
-    manifest = _publish(writer)
+    manifest = finished_manifest(writer)
+    writer.publish(manifest)
     parquet = pq.ParquetFile(tmp_path / "p" / "windows" / "00000001" / manifest.files[0].path)
     groups = [parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)]
     assert groups == [1, 1, 2]
@@ -106,7 +92,8 @@ def test_snapshot_batches_are_written_once_their_bytes_reach_the_budget(tmp_path
 def test_text_and_binary_columns_have_no_statistics(tmp_path: Path) -> None:
     writer = WindowStagingWriter(Staging(str(tmp_path), "p"), 1)
     writer.add("db", "t", 1, SCHEMA, _row(1, 100), "c", cdc_seq(1, 1), approx_bytes=100)
-    manifest = _publish(writer)
+    manifest = finished_manifest(writer)
+    writer.publish(manifest)
     metadata = pq.ParquetFile(tmp_path / "p" / "windows" / "00000001" / manifest.files[0].path).metadata
     columns = {metadata.schema.column(i).name: metadata.row_group(0).column(i) for i in range(metadata.num_columns)}
     assert columns["v"].statistics is None or not columns["v"].statistics.has_min_max

@@ -12,23 +12,9 @@ from airflow_provider_mysql_cdc.core.staging import StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
 from airflow_provider_mysql_cdc.errors import CorruptStagingError
 from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, WindowStagingWriter, new_attempt_token
+from tests.unit.staging_manifests import finished_manifest
 
 SCHEMA = arrow_schema([ColumnSpec("id", "int", primary_key=True)])
-
-
-def _manifest(writer: WindowStagingWriter) -> StagingManifest:
-    return StagingManifest(
-        pipeline="p",
-        window_id=writer.window_id,
-        lower="",
-        upper="",
-        cutoff_rule="catch_up",
-        cutoff_value="",
-        transactions=0,
-        first_commit_ts_us=None,
-        last_commit_ts_us=None,
-        files=tuple(writer.finish()),
-    )
 
 
 def test_rows_in_memory_stay_under_the_budget_across_tables(tmp_path: Path) -> None:
@@ -42,7 +28,7 @@ def test_rows_in_memory_stay_under_the_budget_across_tables(tmp_path: Path) -> N
         )
         peak = max(peak, sum(staged.buffered_rows() for staged in writer._files.values()))
     assert peak <= 10
-    uri = writer.publish(_manifest(writer))
+    uri = writer.publish(finished_manifest(writer))
     assert uri.endswith("p/windows/00000003/_manifest.json")
     manifest = staging.read_window_manifest(3)
     assert manifest is not None
