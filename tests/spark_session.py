@@ -29,7 +29,7 @@ OTHER_CATALOG = "lake_other"
 
 
 def load_iceberg_jars_module() -> ModuleType:
-    """Import ``scripts/iceberg_jars.py`` without putting ``scripts`` on sys.path."""
+    """Import ``scripts/iceberg_jars.py`` by its path (it appends ``scripts`` to sys.path for its helpers)."""
     path = REPO_ROOT / "scripts" / "iceberg_jars.py"
     spec = importlib.util.spec_from_file_location("iceberg_jars", path)
     assert spec is not None and spec.loader is not None, path
