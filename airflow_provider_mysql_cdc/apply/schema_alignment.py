@@ -219,16 +219,21 @@ def window_version_renames(
     reset_seq: int | None,
 ) -> dict[int, dict[str, str]]:
     """:func:`version_renames` of each staged schema version of one table in a window (``table_schemas``:
-    its ``SchemaVersionInfo``; ``staged_files``: its ``StagedFile``). A version whose staged rows all
-    precede the window's last reset (``reset_seq``) keeps none of its table columns: its rows do not
-    count, and its column ids number the columns of a table that no longer exists (a table created
-    anew numbers its columns from 1 again), so they must not be read as the final columns' ids."""
+    its ``SchemaVersionInfo``; ``staged_files``: its ``StagedFile``).
+
+    When rows were staged after the window's last reset (``reset_seq``: the table dropped or created
+    anew), a version whose staged rows all precede it keeps none of its table columns: its rows do
+    not count, and its column ids number the columns of a table that no longer exists (a table created
+    anew numbers its columns from 1 again), so they must not be read as the final columns' ids; the
+    rows staged after the reset give the columns their types. Without such rows the versions are read
+    by id as usual (only their schema is used: none of their rows counts)."""
     last_seq: dict[int, int] = {}
     for staged in staged_files:
         last_seq[staged.schema_version] = max(last_seq.get(staged.schema_version, staged.last_seq), staged.last_seq)
+    rows_after_reset = reset_seq is not None and any(seq > reset_seq for seq in last_seq.values())
     renames: dict[int, dict[str, str]] = {}
     for info in table_schemas:
         version = info.schema_version
-        before_reset = reset_seq is not None and version in last_seq and last_seq[version] < reset_seq
+        before_reset = rows_after_reset and version in last_seq and last_seq[version] < (reset_seq or 0)
         renames[version] = {} if before_reset else version_renames(info.columns, final_column_ids)
     return renames

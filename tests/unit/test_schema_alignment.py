@@ -117,8 +117,10 @@ def test_versions_before_a_reset_keep_no_column_under_a_reused_id() -> None:
     final = {1: "id", 2: "name"}
     renames = window_version_renames([old, new, unread], files, final, reset_seq=5)
     assert renames == {1: {}, 2: {"id": "id", "name": "name"}, 3: {"id": "id"}}
-    # Without a reset, every version is read by column id.
+    # Without a reset, or without rows staged after it (the table dropped, or created anew and left
+    # empty), every version is read by column id.
     assert window_version_renames([old], files, final, reset_seq=None) == {1: {"id": "id", "x3": "name"}}
+    assert window_version_renames([old], files[:1], final, reset_seq=5) == {1: {"id": "id", "x3": "name"}}
 
 
 @pytest.mark.parametrize(
