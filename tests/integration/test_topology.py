@@ -140,6 +140,7 @@ def switch(pipeline: ExactnessPipeline, server: MySqlTestServer) -> None:
     """Point the pipeline's connection (and the comparison) at another server."""
     pipeline.server = server
     pipeline.engine.server = server
+    pipeline.oracle = server
 
 
 def stops(pipeline: ExactnessPipeline, expected: type[ServerHistoryError], run_id: str) -> ServerHistoryError:
