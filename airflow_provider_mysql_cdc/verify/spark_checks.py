@@ -141,7 +141,7 @@ def row_differences(
         joined.select(
             *[F.coalesce(F.col(f"s.{quote(k)}"), F.col(f"t.{quote(k)}")).alias(k) for k in keys],
             kind.alias(_KIND),
-            differing.alias(_COLUMNS),
+            F.when(kind == F.lit(CHANGED), differing).otherwise(F.array().cast("array<string>")).alias(_COLUMNS),
         )
         .where(F.col(_KIND).isNotNull())
         .cache()
