@@ -4,3 +4,9 @@
 :mod:`.spark_checks` is the Spark side (the target brought to the source's GTID set in memory, range
 checksums, the row-by-row comparison); :mod:`.engine` runs it all (no Airflow import).
 """
+
+from __future__ import annotations
+
+#: Server id a verification's binlog reader announces by default: another than the capture's, so the
+#: two never disconnect each other.
+DEFAULT_VERIFY_SERVER_ID = 4_000_091

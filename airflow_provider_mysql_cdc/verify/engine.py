@@ -46,6 +46,7 @@ from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TargetAheadOfSourceError
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
+from airflow_provider_mysql_cdc.verify import DEFAULT_VERIFY_SERVER_ID
 from airflow_provider_mysql_cdc.verify.ranges import (
     DEFAULT_ROW_BUDGET,
     DEFAULT_ROWS_PER_RANGE,
@@ -71,10 +72,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-
-#: Server id the verification's binlog reader announces (another than the pipeline capture's default,
-#: so the two never disconnect each other).
-DEFAULT_VERIFY_SERVER_ID = 4_000_091
 
 
 @dataclass(frozen=True)

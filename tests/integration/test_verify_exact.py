@@ -15,6 +15,8 @@ from pyspark.sql import SparkSession
 from airflow_provider_mysql_cdc.apply.contract import ApplySpec
 from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 from airflow_provider_mysql_cdc.core.windows import TableSelection
+from airflow_provider_mysql_cdc.errors import TargetDiffersError
+from airflow_provider_mysql_cdc.operators.verify import check_report
 from airflow_provider_mysql_cdc.verify.engine import VerifyRequest, verify_targets
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.mysql_servers import MySqlTestServer
@@ -117,6 +119,9 @@ def test_planted_differences_are_found_and_named(
     message = report.difference_message()
     assert "verify_exact" in message and TABLE in message and table.gtid_set in message
     assert "id=40 changed (total)" in message and "resnapshot" in message
+    with pytest.raises(TargetDiffersError, match=r"id=40 changed \(total\)"):
+        check_report(report.as_xcom(), fail_on_difference=True)
+    assert check_report(report.as_xcom(), fail_on_difference=False)["tables"][0]["changed_rows"] == 1
 
 
 def test_a_sampled_verification_checks_only_its_sample(
