@@ -26,13 +26,18 @@ class MySqlCdcVerifyOperator(BaseOperator):
     The Spark driver runs in the worker (``spark_master`` ``local[*]`` by default, or a cluster URL).
 
     :param pipeline: pipeline name (the targets' apply commits name it).
-    :param tables: MySQL ``db.table`` names to verify.
+    :param tables: MySQL ``db.table`` names or glob patterns (``shop.*``) to verify.
+    :param staging_uri: the pipeline's staging; lets a target that holds only its (one-chunk) snapshot be
+        verified from that snapshot's GTID set.
     :param sample_fraction: fraction of each table's key ranges to check (1.0: all, a full verify).
     :param seed: seed of the sample; default: derived from the run id (a re-run checks the same ranges).
     :param row_budget: most rows per table compared row by row (ranges beyond it are reported, not compared).
     :param rows_per_range: rows per key range (the checksum granularity).
     :param max_keys: differing keys listed per table.
     :param fail_on_difference: fail the task with ``TargetDiffersError`` when a table differs.
+    :param fail_on_unverified: fail the task with ``TargetNotVerifiableError`` when a table could not be
+        verified (no apply yet, a snapshot being loaded, a schema change pending); else it is logged and
+        reported in the XCom.
     :param catalog, warehouse, catalog_conf, target_template: the targets, as for ``SparkApplyOperator``.
     :param scratch_uri: staging URI for the throwaway snapshot and window (default: a local temp dir).
     :param key_columns: key columns of tables without a primary key, as for the snapshot.
@@ -41,7 +46,15 @@ class MySqlCdcVerifyOperator(BaseOperator):
         or ``packages`` Maven coordinates, default the Iceberg runtime package).
     """
 
-    template_fields: Sequence[str] = ("pipeline", "tables", "mysql_cdc_conn_id", "scratch_uri", "warehouse")
+    template_fields: Sequence[str] = (
+        "pipeline",
+        "tables",
+        "mysql_cdc_conn_id",
+        "staging_uri",
+        "scratch_uri",
+        "warehouse",
+        "sample_fraction",
+    )
     ui_color = "#f0e3d9"
 
     def __init__(
@@ -49,6 +62,7 @@ class MySqlCdcVerifyOperator(BaseOperator):
         *,
         pipeline: str,
         tables: Sequence[str] | str,
+        staging_uri: str | None = None,
         mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
         sample_fraction: float = 1.0,
         seed: int | None = None,
@@ -56,6 +70,7 @@ class MySqlCdcVerifyOperator(BaseOperator):
         rows_per_range: int = 10_000,
         max_keys: int = 20,
         fail_on_difference: bool = True,
+        fail_on_unverified: bool = True,
         catalog: str = "lake",
         warehouse: str | None = None,
         catalog_conf: Mapping[str, str] | None = None,
@@ -72,6 +87,7 @@ class MySqlCdcVerifyOperator(BaseOperator):
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.tables = tables
+        self.staging_uri = staging_uri
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.sample_fraction = sample_fraction
         self.seed = seed
@@ -79,6 +95,7 @@ class MySqlCdcVerifyOperator(BaseOperator):
         self.rows_per_range = rows_per_range
         self.max_keys = max_keys
         self.fail_on_difference = fail_on_difference
+        self.fail_on_unverified = fail_on_unverified
         self.catalog = catalog
         self.warehouse = warehouse
         self.catalog_conf = dict(catalog_conf or {})
@@ -102,11 +119,12 @@ class MySqlCdcVerifyOperator(BaseOperator):
         request = VerifyRequest(
             pipeline=self.pipeline,
             tables=tables,
+            staging_uri=self.staging_uri,
             catalog=self.catalog,
             target_template=self.target_template,
             scratch_uri=self.scratch_uri,
             key_columns=self.key_columns,
-            sample_fraction=self.sample_fraction,
+            sample_fraction=float(self.sample_fraction),
             seed=seed,
             rows_per_range=self.rows_per_range,
             row_budget=self.row_budget,
@@ -118,18 +136,21 @@ class MySqlCdcVerifyOperator(BaseOperator):
         report = verify_targets(spark, source, request)
         for line in report.describe().splitlines():
             self.log.info("%s", line)
-        return check_report(report.as_xcom(), fail_on_difference=self.fail_on_difference)
+        return check_report(
+            report.as_xcom(), fail_on_difference=self.fail_on_difference, fail_on_unverified=self.fail_on_unverified
+        )
 
 
-def check_report(xcom: dict[str, Any], *, fail_on_difference: bool) -> dict[str, Any]:
+def check_report(xcom: dict[str, Any], *, fail_on_difference: bool, fail_on_unverified: bool = True) -> dict[str, Any]:
     """Return the report's XCom, or raise: :class:`TargetDiffersError` when a table differs (and
-    ``fail_on_difference``), :class:`TargetNotVerifiableError` when a table could not be verified."""
+    ``fail_on_difference``), :class:`TargetNotVerifiableError` when a table could not be verified (and
+    ``fail_on_unverified``)."""
     from airflow_provider_mysql_cdc.verify.report import VerifyReport
 
     report = VerifyReport.from_xcom(xcom)
     if report.differing and fail_on_difference:
         raise TargetDiffersError(report.difference_message())
-    if report.unverified:
+    if report.unverified and fail_on_unverified:
         problems = "; ".join(f"{t.table}: {t.problem}" for t in report.unverified)
         raise TargetNotVerifiableError(f"pipeline {report.pipeline!r}: not verified: {problems}")
     return xcom

@@ -44,6 +44,8 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.errors import ConfigurationError, TargetAheadOfSourceError
+from airflow_provider_mysql_cdc.mysql.client import connection_to
+from airflow_provider_mysql_cdc.mysql.introspection import selected_tables
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 from airflow_provider_mysql_cdc.verify import DEFAULT_VERIFY_SERVER_ID
@@ -79,8 +81,11 @@ class VerifyRequest:
     """What to verify and how much of it."""
 
     pipeline: str
-    #: MySQL ``db.table`` names.
+    #: MySQL ``db.table`` names or glob patterns (``shop.*``: every table MySQL has that matches).
     tables: tuple[str, ...]
+    #: The pipeline's staging: a target that holds a one-chunk snapshot and no window with changes of
+    #: the table yet is verified from that chunk's GTID set. None: such targets are not verified.
+    staging_uri: str | None = None
     catalog: str = "lake"
     target_template: str = "{database}.{table}"
     #: Staging URI of the throwaway snapshot and window (Spark must read it); None: a local temporary dir.
@@ -113,7 +118,7 @@ def verify_targets(spark: SparkSession, source: MySqlConnectionConfig, request: 
         staging_uri = request.scratch_uri or str(Path(tmp) / "staging")
         scratch = _Scratch(staging_uri, Path(tmp) / "verify.db", run)
         try:
-            for index, name in enumerate(request.tables):
+            for index, name in enumerate(resolve_tables(source, request.tables)):
                 results.append(_verify_table(spark, source, request, name, scratch, index))
                 log.info("%s", results[-1].describe())
         finally:
@@ -143,6 +148,33 @@ class _Scratch:
                 log.warning("could not delete the verification's staging %s/%s: %s", self.staging_uri, pipeline, exc)
 
 
+def resolve_tables(source: MySqlConnectionConfig, tables: Sequence[str]) -> list[str]:
+    """The ``db.table`` names: plain names as given, patterns expanded to the tables MySQL has."""
+    names: list[str] = []
+    for entry in tables:
+        if any(char in entry for char in "*?["):
+            with connection_to(source) as connection:
+                found = selected_tables(connection, source, TableSelection.of([entry]))
+        else:
+            found = [entry]
+        names += [name for name in found if name not in names]
+    return names
+
+
+def _snapshot_frontier(request: VerifyRequest, name: str, state: AppliedState) -> GtidSet | None:
+    """The GTID set of a target that holds a one-chunk snapshot and no window with changes of the table
+    since: its chunk's frontier (read from the pipeline's staging); None when not known."""
+    if request.staging_uri is None or not state.snapshot_id:
+        return None
+    database, table = name.split(".", 1)
+    manifest = Staging(request.staging_uri, request.pipeline).read_snapshot_table_manifest(
+        state.snapshot_id, database, table
+    )
+    if manifest is None or len(manifest.chunks) != 1:
+        return None
+    return GtidSet.parse(manifest.chunks[0]["frontier"])
+
+
 def _unverifiable(state: AppliedState | None, pipeline: str, target: str) -> str:
     """Why ``target`` cannot be brought to a GTID set now, or ""."""
     if state is None:
@@ -153,11 +185,6 @@ def _unverifiable(state: AppliedState | None, pipeline: str, target: str) -> str
         return f"{target} is loading snapshot {state.snapshot_id}; verify after the apply finished loading it"
     if state.rebuild_pending:
         return f"{target} waits for a rebuild ({state.rebuild_pending}); re-snapshot it, then verify"
-    if not state.upper:
-        return (
-            f"{target} holds snapshot {state.snapshot_id} but no applied window with changes of the table yet, so "
-            "its GTID set is not one set; verify after the apply of a window that changes the table"
-        )
     return ""
 
 
@@ -187,7 +214,15 @@ def _verify_table(
     if problem:
         return TableVerification(name, target, problem=problem)
     assert state is not None and iceberg_snapshot is not None
-    frontier = GtidSet.parse(state.upper)
+    frontier = GtidSet.parse(state.upper) if state.upper else _snapshot_frontier(request, name, state)
+    if frontier is None:
+        return TableVerification(
+            name,
+            target,
+            problem=f"{target} holds snapshot {state.snapshot_id} and no applied window with changes of the table "
+            "yet; its GTID set is known only for a one-chunk snapshot read from the pipeline's staging (give "
+            "staging_uri), else verify after the apply of a window that changes the table",
+        )
     staged = snapshot_tables(
         source,
         [name],

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from airflow_provider_mysql_cdc.apply.contract import ApplySpec
 from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 from airflow_provider_mysql_cdc.core.windows import TableSelection
-from airflow_provider_mysql_cdc.errors import TargetDiffersError
+from airflow_provider_mysql_cdc.errors import TargetDiffersError, TargetNotVerifiableError
 from airflow_provider_mysql_cdc.operators.verify import check_report
 from airflow_provider_mysql_cdc.verify.engine import VerifyRequest, verify_targets
 from tests.integration.snapshot_pipeline import SnapshotPipeline
@@ -27,6 +27,8 @@ pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 DB = "verify_exact"
 TABLE = f"{DB}.orders"
 ROWS = 400
+#: A table no window changes: its target holds its snapshot only.
+QUIET = f"{DB}.quiet"
 
 
 class Writer:
@@ -61,8 +63,11 @@ def applied(spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path) 
         f"CREATE DATABASE {DB}",
         f"CREATE TABLE {TABLE} (id INT PRIMARY KEY, name VARCHAR(40), total DECIMAL(10,2), note VARCHAR(20))",
         f"INSERT INTO {TABLE} VALUES {values}",
+        f"CREATE TABLE {QUIET} (id INT PRIMARY KEY, label VARCHAR(10))",
+        f"INSERT INTO {QUIET} VALUES (1, 'a'), (2, 'b')",
     )
-    spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{DB}.orders")
+    for name in ("orders", "quiet"):
+        spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{DB}.{name}")
     (tmp_path / "pipeline").mkdir()
     pipeline = SnapshotPipeline(mysql_server, tmp_path / "pipeline", "verify_exact", TableSelection.of(f"{DB}.*"))
     pipeline.snapshot("run-1")
@@ -75,7 +80,8 @@ def applied(spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path) 
 
 
 def _request(**settings: object) -> VerifyRequest:
-    return VerifyRequest(pipeline="verify_exact", tables=(TABLE,), catalog=CATALOG, rows_per_range=50, **settings)  # type: ignore[arg-type]
+    values: dict[str, object] = {"tables": (TABLE,), **settings}
+    return VerifyRequest(pipeline="verify_exact", catalog=CATALOG, rows_per_range=50, **values)  # type: ignore[arg-type]
 
 
 def test_a_clean_pipeline_under_concurrent_writes_has_no_difference(
@@ -135,3 +141,18 @@ def test_a_sampled_verification_checks_only_its_sample(
     again = verify_targets(spark, mysql_server.cdc, _request(sample_fraction=0.25, seed=7))
     assert again.tables[0].ranges_checked == table.ranges_checked
     assert not table.differs
+
+
+def test_a_target_holding_only_its_snapshot_is_verified_from_the_pipeline_staging(
+    spark: SparkSession, mysql_server: MySqlTestServer, applied: SnapshotPipeline
+) -> None:
+    mysql_server.execute(f"UPDATE {QUIET} SET label = 'moved' WHERE id = 2")  # after the snapshot's read
+    without = verify_targets(spark, mysql_server.cdc, _request(tables=(f"{DB}.*",)))
+    assert [t.table for t in without.tables] == [TABLE, QUIET]
+    assert [t.table for t in without.unverified] == [QUIET] and "staging_uri" in without.tables[1].problem
+    with pytest.raises(TargetNotVerifiableError, match="quiet"):
+        check_report(without.as_xcom(), fail_on_difference=True)
+    report = verify_targets(spark, mysql_server.cdc, _request(tables=(f"{DB}.*",), staging_uri=str(applied.staging)))
+    assert report.unverified == () and report.differing == (), report.describe()
+    quiet = report.tables[1]
+    assert quiet.changes_applied == 1 and quiet.source_rows_checked == quiet.target_rows_checked == 2
