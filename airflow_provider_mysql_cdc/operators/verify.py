@@ -23,7 +23,8 @@ class MySqlCdcVerifyOperator(BaseOperator):
     differ row by row. Returns the report (XCom: tables, ``S``, ranges checked, differing keys and
     columns, rows missing/extra/changed). See the README's "Verify" section.
 
-    The Spark driver runs in the worker (``spark_master`` ``local[*]`` by default, or a cluster URL).
+    The verification runs in a child process of the task (its Spark driver too: ``spark_master``
+    ``local[*]`` by default, or a cluster URL); the connection's password reaches it on stdin only.
 
     :param pipeline: pipeline name (the targets' apply commits name it).
     :param tables: MySQL ``db.table`` names or glob patterns (``shop.*``) to verify.
@@ -43,7 +44,8 @@ class MySqlCdcVerifyOperator(BaseOperator):
     :param key_columns: key columns of tables without a primary key, as for the snapshot.
     :param replica_server_id: server id of the verification's binlog reader (not the capture's).
     :param spark_master, jars, packages, spark_conf: the Spark session (Iceberg runtime: ``jars`` paths
-        or ``packages`` Maven coordinates, default the Iceberg runtime package).
+        or ``packages`` Maven coordinates, default the Iceberg runtime package; ``jars`` may be one
+        comma-separated string, as for ``SparkApplyOperator``).
     """
 
     template_fields: Sequence[str] = (
@@ -78,7 +80,7 @@ class MySqlCdcVerifyOperator(BaseOperator):
         scratch_uri: str | None = None,
         key_columns: Mapping[str, Sequence[str]] | None = None,
         spark_master: str = "local[*]",
-        jars: Sequence[str] = (),
+        jars: Sequence[str] | str | None = None,
         packages: Sequence[str] | None = None,
         spark_conf: Mapping[str, str] | None = None,
         replica_server_id: int = DEFAULT_VERIFY_SERVER_ID,
@@ -103,37 +105,36 @@ class MySqlCdcVerifyOperator(BaseOperator):
         self.scratch_uri = scratch_uri
         self.key_columns = {name: list(columns) for name, columns in (key_columns or {}).items()}
         self.spark_master = spark_master
-        self.jars = list(jars)
-        self.packages = list(packages) if packages is not None else ([] if jars else [ICEBERG_PACKAGE])
+        self.jars = [jar for jar in jars.split(",") if jar] if isinstance(jars, str) else list(jars or ())
+        self.packages = list(packages) if packages is not None else ([] if self.jars else [ICEBERG_PACKAGE])
         self.spark_conf = dict(spark_conf or {})
         self.replica_server_id = replica_server_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        # Spark, PyMySQL and pyarrow are imported when the task runs, not when a DAG file is parsed.
-        from airflow_provider_mysql_cdc.verify.engine import VerifyRequest, verify_targets
-        from airflow_provider_mysql_cdc.verify.session import verify_session
+        # The engine runs in a child process (its Spark driver never lives in the worker's process).
+        from airflow_provider_mysql_cdc.verify.child import SparkSettings, run_verify_child
 
         source = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id).get_connection_config()
-        tables = (self.tables,) if isinstance(self.tables, str) else tuple(self.tables)
+        tables = [self.tables] if isinstance(self.tables, str) else list(self.tables)
         seed = self.seed if self.seed is not None else zlib.crc32(str(context["run_id"]).encode())
-        request = VerifyRequest(
-            pipeline=self.pipeline,
-            tables=tables,
-            staging_uri=self.staging_uri,
-            catalog=self.catalog,
-            target_template=self.target_template,
-            scratch_uri=self.scratch_uri,
-            key_columns=self.key_columns,
-            sample_fraction=float(self.sample_fraction),
-            seed=seed,
-            rows_per_range=self.rows_per_range,
-            row_budget=self.row_budget,
-            max_keys=self.max_keys,
-            replica_server_id=self.replica_server_id,
-        )
+        request = {
+            "pipeline": self.pipeline,
+            "tables": tables,
+            "staging_uri": self.staging_uri,
+            "catalog": self.catalog,
+            "target_template": self.target_template,
+            "scratch_uri": self.scratch_uri,
+            "key_columns": self.key_columns,
+            "sample_fraction": float(self.sample_fraction),
+            "seed": seed,
+            "rows_per_range": self.rows_per_range,
+            "row_budget": self.row_budget,
+            "max_keys": self.max_keys,
+            "replica_server_id": self.replica_server_id,
+        }
         conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **self.spark_conf}
-        spark = verify_session(f"mysql-cdc-verify-{self.pipeline}", self.spark_master, conf, self.jars, self.packages)
-        report = verify_targets(spark, source, request)
+        settings = SparkSettings(self.spark_master, conf, self.jars, self.packages)
+        report = run_verify_child(source, request, settings)
         for line in report.describe().splitlines():
             self.log.info("%s", line)
         return check_report(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -140,8 +141,9 @@ class VerifyReport:
         return tuple(table for table in self.tables if table.problem)
 
     def as_xcom(self) -> dict[str, Any]:
-        """The report as JSON-safe values (Airflow's XCom)."""
-        return asdict(self)
+        """The report as plain JSON values (lists, not tuples: Airflow's XCom keeps a tuple's class)."""
+        result: dict[str, Any] = json.loads(json.dumps(asdict(self)))
+        return result
 
     @classmethod
     def from_xcom(cls, data: Mapping[str, Any]) -> VerifyReport:
