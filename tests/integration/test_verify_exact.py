@@ -4,7 +4,11 @@ and a sampled verification checks only its sample."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,3 +160,31 @@ def test_a_target_holding_only_its_snapshot_is_verified_from_the_pipeline_stagin
     assert report.unverified == () and report.differing == (), report.describe()
     quiet = report.tables[1]
     assert quiet.changes_applied == 1 and quiet.source_rows_checked == quiet.target_rows_checked == 2
+
+
+def _run_cli(*args: str, conn_json: str, warehouse: str) -> subprocess.CompletedProcess[str]:
+    from tests.spark_session import iceberg_jars
+
+    env = {**os.environ, "AIRFLOW_CONN_MYSQL_CDC_VERIFY": conn_json, "SPARK_LOCAL_IP": "127.0.0.1"}
+    command = [sys.executable, "-m", "airflow_provider_mysql_cdc", "verify", "--conn-id", "mysql_cdc_verify"]
+    command += ["--pipeline", "verify_exact", "--tables", TABLE, "--warehouse", warehouse, "--json"]
+    command += ["--rows-per-range", "50", "--master", "local[1]", "--jars", *[str(jar) for jar in iceberg_jars()]]
+    return subprocess.run([*command, *args], capture_output=True, text=True, env=env, check=False, timeout=600)
+
+
+def test_the_command_line_verifies_and_exits_by_outcome(
+    spark: SparkSession, mysql_server: MySqlTestServer, applied: SnapshotPipeline, airflow_home: object
+) -> None:
+    warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
+    assert warehouse
+    equal = _run_cli(conn_json=mysql_server.airflow_conn_json(), warehouse=warehouse)
+    assert equal.returncode == 0, equal.stderr[-3000:]
+    report = json.loads(equal.stdout[equal.stdout.index("{") :])
+    assert report["tables"][0]["table"] == TABLE and report["tables"][0]["changes_applied"] >= 10
+    assert mysql_server.cdc.password not in equal.stdout + equal.stderr
+
+    spark.sql(f"DELETE FROM {CATALOG}.{DB}.orders WHERE id = 77")
+    differs = _run_cli("--sample-fraction", "1", conn_json=mysql_server.airflow_conn_json(), warehouse=warehouse)
+    assert differs.returncode == 1, differs.stderr[-3000:]
+    (table,) = json.loads(differs.stdout[differs.stdout.index("{") :])["tables"]
+    assert table["differences"] == [{"key": {"id": 77}, "kind": "missing", "columns": []}]
