@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -172,6 +173,14 @@ def _run_cli(*args: str, conn_json: str, warehouse: str) -> subprocess.Completed
     return subprocess.run([*command, *args], capture_output=True, text=True, env=env, check=False, timeout=600)
 
 
+def _json_report(stdout: str) -> Any:
+    """The report the command printed (indented JSON starting on a line of its own; Spark may print
+    lines of its own before and after it)."""
+    lines = stdout.splitlines()
+    text = "\n".join(lines[next(i for i, line in enumerate(lines) if line == "{") :])
+    return json.JSONDecoder().raw_decode(text)[0]
+
+
 def test_the_command_line_verifies_and_exits_by_outcome(
     spark: SparkSession, mysql_server: MySqlTestServer, applied: SnapshotPipeline, airflow_home: object
 ) -> None:
@@ -179,12 +188,12 @@ def test_the_command_line_verifies_and_exits_by_outcome(
     assert warehouse
     equal = _run_cli(conn_json=mysql_server.airflow_conn_json(), warehouse=warehouse)
     assert equal.returncode == 0, equal.stderr[-3000:]
-    report = json.loads(equal.stdout[equal.stdout.index("{") :])
+    report = _json_report(equal.stdout)
     assert report["tables"][0]["table"] == TABLE and report["tables"][0]["changes_applied"] >= 10
     assert mysql_server.cdc.password not in equal.stdout + equal.stderr
 
     spark.sql(f"DELETE FROM {CATALOG}.{DB}.orders WHERE id = 77")
     differs = _run_cli("--sample-fraction", "1", conn_json=mysql_server.airflow_conn_json(), warehouse=warehouse)
     assert differs.returncode == 1, differs.stderr[-3000:]
-    (table,) = json.loads(differs.stdout[differs.stdout.index("{") :])["tables"]
+    (table,) = _json_report(differs.stdout)["tables"]
     assert table["differences"] == [{"key": {"id": 77}, "kind": "missing", "columns": []}]
