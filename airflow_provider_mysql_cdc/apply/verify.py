@@ -8,8 +8,10 @@ the rows, as multisets, with the target's columns (every column except the ``_cd
 both sides went through the same type map, so "equal" is exact, value for value.
 
 The comparison is only meaningful when nothing writes to the tables between the last applied
-window and the check (or when the caller knows which rows may have moved since). Used by the demo
-and by reliability harnesses::
+window and the check (or when the caller knows which rows may have moved since); the verify engine
+(:mod:`airflow_provider_mysql_cdc.verify`) compares while MySQL is written to, reusing this module's
+throwaway snapshot (:func:`snapshot_tables`) and type alignment (:func:`align_to_target`). Used by
+the demo and by reliability harnesses::
 
     for result in compare_with_mysql(spark, source, ["demo.orders", "demo.customers"]):
         print(result.describe())
