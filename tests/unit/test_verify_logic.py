@@ -106,3 +106,22 @@ def test_the_report_round_trips_through_json_and_names_the_differences() -> None
     text = report.describe()
     assert "shop.orders as of u:1-20 (4 of 4 ranges, 0 rows): equal" in text
     assert "DIFFERENT: 1 missing" in text and "shop.gone: NOT VERIFIED: no such table" in text
+
+
+def test_requests_refuse_what_cannot_be_verified() -> None:
+    from datetime import UTC, datetime
+
+    from airflow_provider_mysql_cdc.capture.request import CaptureRequest
+    from airflow_provider_mysql_cdc.core.gtid import GtidSet
+    from airflow_provider_mysql_cdc.core.windows import CutoffRule
+    from airflow_provider_mysql_cdc.verify.engine import VerifyRequest
+
+    assert VerifyRequest("shop", ("shop.orders",), sample_fraction=0.5).sample_fraction == 0.5
+    for settings in ({"tables": ()}, {"sample_fraction": 0.0}, {"row_budget": 0}, {"max_keys": -1}):
+        with pytest.raises(ConfigurationError):
+            VerifyRequest(**{"pipeline": "shop", "tables": ("shop.orders",), **settings})  # type: ignore[arg-type]
+    upper = GtidSet.parse("3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5")
+    request = CaptureRequest("verify-x", "verify", "/tmp/s", cutoff=CutoffRule.CATCH_UP, upper_bound=upper)
+    assert request.upper_bound == upper
+    with pytest.raises(ConfigurationError, match="catch_up"):
+        CaptureRequest("verify-x", "verify", "/tmp/s", data_interval_end=datetime.now(UTC), upper_bound=upper)
