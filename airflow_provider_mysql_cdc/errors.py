@@ -262,3 +262,23 @@ class ServerChangedError(FrontierNotOnServerError):
 class ServerHistoryResetError(ServerHistoryError):
     """Raised when the server's own history went backwards since the pipeline last read it (``RESET
     BINARY LOGS AND GTIDS``, a restored backup of the same server, binlog files started over)."""
+
+
+# -- verify: targets compared with the source as of one GTID set -------------------------------------
+
+
+class TargetDiffersError(TerminalCdcError):
+    """Raised by the verify operator when a target table differs from its MySQL table as of the GTID set
+    of the verification's consistent read; the message names the pipeline, tables, GTID set, a few keys
+    and the fix (re-snapshot the table)."""
+
+
+class TargetNotVerifiableError(TransientCdcError):
+    """Raised when a target cannot be brought to the source's GTID set in memory right now (no apply
+    has written it yet, a snapshot is still being loaded, a schema change lies between its frontier and
+    the source's read); retrying after the next apply usually succeeds."""
+
+
+class TargetAheadOfSourceError(TerminalCdcError):
+    """Raised when a target's applied frontier holds transactions the source's consistent read does not
+    (the connection reaches another server or history than the one the pipeline applied from)."""

@@ -32,6 +32,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{PACKAGE}.operators.snapshot",
                     f"{PACKAGE}.operators.capture",
                     f"{PACKAGE}.operators.apply",
+                    f"{PACKAGE}.operators.verify",
                 ],
             }
         ],

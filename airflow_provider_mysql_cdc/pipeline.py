@@ -31,6 +31,7 @@ from airflow_provider_mysql_cdc.operators.apply import DEFAULT_ASSET_ALIAS, Spar
 from airflow_provider_mysql_cdc.operators.capture import MySqlBinlogCaptureOperator
 from airflow_provider_mysql_cdc.operators.preflight import MySqlCdcPreflightOperator
 from airflow_provider_mysql_cdc.operators.snapshot import MySqlSnapshotOperator, MySqlSnapshotPlanOperator
+from airflow_provider_mysql_cdc.operators.verify import MySqlCdcVerifyOperator
 from airflow_provider_mysql_cdc.sensors.purge_headroom import MySqlBinlogPurgeHeadroomSensor
 
 #: Default minimum purge headroom: the sensor warns when the binlog the pipeline needs is purged sooner.
@@ -87,6 +88,8 @@ class MySqlCdcPipelineTasks:
     snapshot: Any  # the mapped snapshot task
     capture: BaseOperator
     apply: BaseOperator
+    #: The sampled verify after the apply; None when ``verify_sample_fraction`` is None.
+    verify: BaseOperator | None = None
 
 
 def mysql_cdc_pipeline(
@@ -113,6 +116,8 @@ def mysql_cdc_pipeline(
     asset_alias: str | None = DEFAULT_ASSET_ALIAS,
     capture_kwargs: Mapping[str, Any] | None = None,
     apply_kwargs: Mapping[str, Any] | None = None,
+    verify_sample_fraction: float | None = 0.1,
+    verify_kwargs: Mapping[str, Any] | None = None,
 ) -> MySqlCdcPipelineTasks:
     """Add one pipeline's tasks to the current DAG (inside ``TaskGroup(group_id)`` when given).
 
@@ -125,7 +130,11 @@ def mysql_cdc_pipeline(
       and (``schema_change_policy`` ``rebuild``) those a window left waiting for a rebuild, one mapped
       task per chunk (skipped when there is nothing to snapshot);
     * ``capture`` (``depends_on_past``) stages the run's binlog window;
-    * ``apply`` (``depends_on_past``) MERGEs it into Iceberg and emits an Asset event per changed table.
+    * ``apply`` (``depends_on_past``) MERGEs it into Iceberg and emits an Asset event per changed table;
+    * ``verify`` (:class:`MySqlCdcVerifyOperator`, unless ``verify_sample_fraction`` is None) compares a
+      seeded sample of each table's key ranges with MySQL as of one GTID set and fails the run on a
+      difference; tables it cannot verify yet (a snapshot still loading) are reported, not failed.
+      Its Spark driver runs in the worker (``verify_kwargs``: ``spark_master``, ``row_budget``...).
 
     ``capture_kwargs`` and ``apply_kwargs`` go to the capture and apply operators (window caps such
     as ``max_rows``, ``history``, ``target_template``, retries...). The DAG must set
@@ -200,7 +209,25 @@ def mysql_cdc_pipeline(
             **dict(apply_kwargs or {}),
         )
         preflight >> purge_headroom >> snapshot_plan >> snapshot >> capture >> apply
-    return MySqlCdcPipelineTasks(preflight, purge_headroom, snapshot_plan, snapshot, capture, apply)
+        verify = None
+        if verify_sample_fraction is not None:
+            verify = MySqlCdcVerifyOperator(
+                task_id="verify",
+                pipeline=pipeline,
+                tables=tables,
+                staging_uri=staging_uri,
+                mysql_cdc_conn_id=mysql_cdc_conn_id,
+                sample_fraction=verify_sample_fraction,
+                catalog=catalog,
+                warehouse=None if catalog_conf else warehouse,
+                catalog_conf=catalog_conf,
+                target_template=(apply_kwargs or {}).get("target_template", "{database}.{table}"),
+                jars=jars,
+                fail_on_unverified=False,
+                **dict(verify_kwargs or {}),
+            )
+            apply >> verify
+    return MySqlCdcPipelineTasks(preflight, purge_headroom, snapshot_plan, snapshot, capture, apply, verify)
 
 
 def _require_native_rendering(task: BaseOperator, tables: Sequence[str] | str) -> None:

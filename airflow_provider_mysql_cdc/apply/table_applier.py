@@ -97,6 +97,25 @@ class _StepSource:
     changes: WindowTableChanges | None
 
 
+def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, AppliedState | None]:
+    """Refresh the cached table ``name``, then return its current Iceberg snapshot id (None before its
+    first commit) and the newest CDC state its history records (None when no apply wrote it); the
+    table's rows as of that snapshot are the rows of that state."""
+    spark.sql(f"REFRESH TABLE {name}")
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    current = table.currentSnapshot()
+    snapshot = current
+    while snapshot is not None:
+        state = AppliedState.from_summary(dict(snapshot.summary()), name)
+        if state is not None:
+            return int(current.snapshotId()), state
+        parent = snapshot.parentId()
+        snapshot = None if parent is None else table.snapshot(parent)
+    return (None if current is None else int(current.snapshotId())), None
+
+
 class TableApplier:
     """Applies the planned steps of one table through one SparkSession."""
 
@@ -250,19 +269,7 @@ class TableApplier:
 
     def read_state(self, target: str | None = None) -> AppliedState | None:
         """Refresh the cached table, then read the newest CDC state from its current history."""
-        name = target or self.target
-        self.spark.sql(f"REFRESH TABLE {name}")
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
-        snapshot = table.currentSnapshot()
-        while snapshot is not None:
-            state = AppliedState.from_summary(dict(snapshot.summary()), name)
-            if state is not None:
-                return state
-            parent = snapshot.parentId()
-            snapshot = None if parent is None else table.snapshot(parent)
-        return None
+        return read_applied_state(self.spark, target or self.target)[1]
 
     def _columns(self, name: str) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]

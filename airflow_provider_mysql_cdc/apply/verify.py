@@ -8,8 +8,10 @@ the rows, as multisets, with the target's columns (every column except the ``_cd
 both sides went through the same type map, so "equal" is exact, value for value.
 
 The comparison is only meaningful when nothing writes to the tables between the last applied
-window and the check (or when the caller knows which rows may have moved since). Used by the demo
-and by reliability harnesses::
+window and the check (or when the caller knows which rows may have moved since); the verify engine
+(:mod:`airflow_provider_mysql_cdc.verify`) compares while MySQL is written to, reusing this module's
+throwaway snapshot (:func:`snapshot_tables`) and type alignment (:func:`align_to_target`). Used by
+the demo and by reliability harnesses::
 
     for result in compare_with_mysql(spark, source, ["demo.orders", "demo.customers"]):
         print(result.describe())
@@ -22,7 +24,7 @@ import logging
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,11 +32,13 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_mysql_cdc.apply.plan import quote, target_table
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import CorruptStagingError
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import selected_tables
+from airflow_provider_mysql_cdc.snapshot.defaults import DEFAULT_CHUNK_ROWS
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, plan_snapshot, snapshot_chunk
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
@@ -46,6 +50,8 @@ log = logging.getLogger(__name__)
 
 #: Example rows kept per direction and table.
 DEFAULT_EXAMPLES = 3
+#: ``chunk_rows`` that makes every table one snapshot chunk (one consistent read, one GTID set).
+ONE_CHUNK_ROWS = 10**15
 
 
 @dataclass(frozen=True)
@@ -122,9 +128,15 @@ def compare_with_mysql(
         staging_uri = scratch_uri or str(Path(tmp) / "staging")
         pipeline = f"verify-{uuid.uuid4().hex[:12]}"
         try:
-            staged = _snapshot(source, tables, staging_uri, pipeline, Path(tmp) / "verify.db", key_columns or {})
+            staged = snapshot_tables(source, tables, staging_uri, pipeline, Path(tmp) / "verify.db", key_columns or {})
             return [
-                _compare(spark, name, staged.get(name), target_name(name, catalog, target_template), max_examples)
+                _compare(
+                    spark,
+                    name,
+                    list(staged[name].paths) if name in staged else None,
+                    target_name(name, catalog, target_template),
+                    max_examples,
+                )
                 for name in tables
             ]
         finally:
@@ -138,15 +150,31 @@ def compare_with_mysql(
                 shutil.rmtree(Path(tmp) / "staging", ignore_errors=True)
 
 
-def _snapshot(
+@dataclass(frozen=True)
+class StagedSnapshotTable:
+    """One table of a throwaway snapshot: its staged files (Spark paths), key and chunk frontiers."""
+
+    table: str
+    paths: tuple[str, ...]
+    key_columns: tuple[str, ...]
+    #: Each chunk's GTID set, in chunk order (one when the snapshot was taken in one chunk per table).
+    frontiers: tuple[GtidSet, ...]
+    rows: int = 0
+
+
+def snapshot_tables(
     source: MySqlConnectionConfig,
     tables: Sequence[str],
     staging_uri: str,
     pipeline: str,
     store_path: Path,
-    key_columns: dict[str, Sequence[str]],
-) -> dict[str, list[str]]:
-    """Snapshot the tables; returns the Spark paths of each existing table's staged files."""
+    key_columns: Mapping[str, Sequence[str]],
+    *,
+    one_chunk_per_table: bool = False,
+) -> dict[str, StagedSnapshotTable]:
+    """Snapshot the tables (``db.table``) under ``staging_uri`` as the throwaway ``pipeline`` (its store a
+    SQLite file at ``store_path``); returns each existing table's staged snapshot. With
+    ``one_chunk_per_table`` each table is read in one consistent read, so it has one GTID set."""
     store = FrontierStore.from_url(f"sqlite:///{store_path}")
     with connection_to(source) as connection:  # tables MySQL does not have are reported, not snapshotted
         existing = selected_tables(connection, source, TableSelection.of([glob.escape(name) for name in tables]))
@@ -158,12 +186,13 @@ def _snapshot(
         staging_uri=staging_uri,
         tables=TableSelection.of([glob.escape(name) for name in existing]),
         key_columns=key_columns,
+        chunk_rows=ONE_CHUNK_ROWS if one_chunk_per_table else DEFAULT_CHUNK_ROWS,
     )
     plan = plan_snapshot(request, source, store)
     for argument in plan.mapped_arguments():
         snapshot_chunk(request, str(argument["snapshot_id"]), SnapshotChunk.from_json(argument["chunk"]), source, store)
     staging = Staging(staging_uri, pipeline)
-    paths: dict[str, list[str]] = {}
+    staged: dict[str, StagedSnapshotTable] = {}
     for table_name in plan.tables:
         database, table = table_name.split(".", 1)
         assert plan.snapshot_id is not None
@@ -176,11 +205,17 @@ def _snapshot(
             if manifest is None:
                 raise CorruptStagingError(f"the verification snapshot of {table_name} lost {chunk['manifest']}")
             files += [path for path, _ in staging.spark_files(manifest)]
-        paths[table_name] = files
-    return paths
+        staged[table_name] = StagedSnapshotTable(
+            table=table_name,
+            paths=tuple(files),
+            key_columns=tuple(table_manifest.chunks[0]["chunk"]["key_columns"]) if table_manifest.chunks else (),
+            frontiers=tuple(GtidSet.parse(chunk["frontier"]) for chunk in table_manifest.chunks),
+            rows=sum(int(chunk.get("rows") or 0) for chunk in table_manifest.chunks),
+        )
+    return staged
 
 
-def _comparable(frame: DataFrame) -> DataFrame:
+def comparable(frame: DataFrame) -> DataFrame:
     """Map columns cannot take part in set operations: each becomes its entries sorted by key."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import MapType
@@ -194,6 +229,46 @@ def _comparable(frame: DataFrame) -> DataFrame:
     return frame.select(*columns)
 
 
+def read_staged_snapshot(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The staged snapshot files as one frame (dates before 1582 read as written)."""
+    return spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED").parquet(*paths)
+
+
+@dataclass(frozen=True)
+class AlignedFrames:
+    """The source's staged rows and the target's rows over the same columns, source values cast to the
+    target's types."""
+
+    source: DataFrame
+    target: DataFrame
+    columns: tuple[str, ...]
+    #: Columns of the MySQL table the target lacks.
+    missing_columns: tuple[str, ...]
+
+
+def compared_columns(frame: DataFrame) -> list[str]:
+    """The columns a comparison covers: every column except the ``_cdc_*`` ones, plus
+    ``_cdc_invalid_values``."""
+    return [name for name in frame.columns if name == INVALID_VALUES_COLUMN or not name.startswith("_cdc_")]
+
+
+def align_to_target(staged: DataFrame, target: DataFrame) -> AlignedFrames:
+    """``staged`` (source rows) and ``target`` over the compared columns both have, staged values cast to
+    the target column's type (the apply widened or evolved it the same way)."""
+    from pyspark.sql import functions as F
+
+    target_types = {f.name: f.dataType for f in target.schema.fields}
+    source_columns = compared_columns(staged)
+    missing = tuple(name for name in source_columns if name not in target_types)
+    columns = tuple(name for name in source_columns if name in target_types)
+    return AlignedFrames(
+        source=staged.select(*[F.col(quote(name)).cast(target_types[name]).alias(name) for name in columns]),
+        target=target.select(*[F.col(quote(name)) for name in columns]),
+        columns=columns,
+        missing_columns=missing,
+    )
+
+
 def _examples(frame: DataFrame, limit: int) -> tuple[dict[str, Any], ...]:
     return tuple(row.asDict() for row in frame.limit(limit).collect()) if limit > 0 else ()
 
@@ -201,15 +276,9 @@ def _examples(frame: DataFrame, limit: int) -> tuple[dict[str, Any], ...]:
 def _compare(
     spark: SparkSession, table_name: str, staged_paths: list[str] | None, target: str, max_examples: int
 ) -> TableComparison:
-    from pyspark.sql import functions as F
-
     if not staged_paths:  # not selected: no such table (or it was dropped while the snapshot was planned)
         return TableComparison(table_name, target, 0, None, problem="no such table in MySQL")
-    staged = (
-        spark.read.option("datetimeRebaseMode", "CORRECTED")
-        .option("int96RebaseMode", "CORRECTED")
-        .parquet(*staged_paths)
-    )
+    staged = read_staged_snapshot(spark, staged_paths)
     mysql_rows = staged.count()
     try:
         spark.sql(f"REFRESH TABLE {target}")
@@ -218,14 +287,9 @@ def _compare(
             return TableComparison(table_name, target, mysql_rows, None, problem=f"{target} does not exist")
         raise
     iceberg = spark.table(target)
-    target_types = {f.name: f.dataType for f in iceberg.schema.fields}
-    source_columns = [
-        f.name for f in staged.schema.fields if f.name == INVALID_VALUES_COLUMN or not f.name.startswith("_cdc_")
-    ]
-    missing = tuple(name for name in source_columns if name not in target_types)
-    columns = [name for name in source_columns if name in target_types]
-    left = _comparable(staged.select(*[F.col(quote(name)).cast(target_types[name]).alias(name) for name in columns]))
-    right = _comparable(iceberg.select(*[F.col(quote(name)) for name in columns]))
+    aligned = align_to_target(staged, iceberg)
+    missing = aligned.missing_columns
+    left, right = comparable(aligned.source), comparable(aligned.target)
     only_left = left.exceptAll(right).cache()
     only_right = right.exceptAll(left).cache()
     try:
@@ -245,4 +309,16 @@ def _compare(
         only_right.unpersist()
 
 
-__all__ = ["DEFAULT_EXAMPLES", "TableComparison", "compare_with_mysql", "target_name"]
+__all__ = [
+    "DEFAULT_EXAMPLES",
+    "AlignedFrames",
+    "StagedSnapshotTable",
+    "TableComparison",
+    "align_to_target",
+    "comparable",
+    "compare_with_mysql",
+    "compared_columns",
+    "read_staged_snapshot",
+    "snapshot_tables",
+    "target_name",
+]

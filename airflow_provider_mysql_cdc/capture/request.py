@@ -36,12 +36,18 @@ class CaptureRequest:
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
     #: Bytes of staged rows held in memory before they are written (and the most bytes of a row group).
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    #: ``catch_up`` only: the window ends at exactly this GTID set (instead of ``@@gtid_executed``). The
+    #: verify operator uses it to stage the changes between a target's frontier and the GTID set of its
+    #: consistent read of the source; pipelines leave it None.
+    upper_bound: GtidSet | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):
             raise ConfigurationError(f"pipeline name {self.pipeline!r}: use letters, digits, '_', '.', '-'")
         if self.cutoff is CutoffRule.DATA_INTERVAL and self.data_interval_end is None:
             raise ConfigurationError("cutoff 'data_interval' needs the run's data_interval_end")
+        if self.upper_bound is not None and self.cutoff is not CutoffRule.CATCH_UP:
+            raise ConfigurationError("an explicit upper_bound needs cutoff 'catch_up'")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from airflow_provider_mysql_cdc.capture.request import CaptureRequest
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, WindowBound, to_epoch_us
-from airflow_provider_mysql_cdc.errors import WindowNotClosedError, WindowOrderError
+from airflow_provider_mysql_cdc.errors import FrontierNotOnServerError, WindowNotClosedError, WindowOrderError
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import (
     require_named_tables,
@@ -136,7 +136,14 @@ def plan_window(
     lower = last.upper if last is not None and last.upper is not None else pipeline.initial_frontier
     window_id = last.window_id + 1 if last is not None else 1
     if request.cutoff is CutoffRule.CATCH_UP:
-        cutoff_value = str(server.gtid_executed | lower)
+        upper = server.gtid_executed if request.upper_bound is None else request.upper_bound
+        if not upper <= server.gtid_executed:
+            raise FrontierNotOnServerError(
+                f"pipeline {request.pipeline!r}: the requested upper bound {upper} holds transactions the server "
+                f"has not executed ({upper - server.gtid_executed}); point at the server the bound was read from",
+                missing_gtids=str(upper - server.gtid_executed),
+            )
+        cutoff_value = str(upper | lower)
     else:
         assert request.data_interval_end is not None
         cutoff_value = request.data_interval_end.astimezone(UTC).isoformat()

@@ -91,7 +91,7 @@ def _states(run: Any) -> dict[tuple[str, int], str | None]:
     return {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
 
 
-UNMAPPED_TASKS = ("preflight", "purge_headroom", "snapshot_plan", "capture", "apply")
+UNMAPPED_TASKS = ("preflight", "purge_headroom", "snapshot_plan", "capture", "apply", "verify")
 
 
 @pytest.mark.mysql
@@ -119,6 +119,10 @@ def test_example_dag_captures_and_applies_consecutive_windows(
     assert states == {**{(task, -1): "success" for task in UNMAPPED_TASKS}, ("snapshot", 0): "success"}, states
     assert _mapped_xcoms(first, "snapshot")[0]["rows"] == 0
     assert _xcom(first, "capture")["transactions"] == 0
+    # The sampled verify after the apply: the target holds its one-chunk snapshot only, verified from
+    # that chunk's GTID set (read from the pipeline's staging).
+    (verified,) = _xcom(first, "verify")["tables"]
+    assert verified["table"] == "dagcap.t" and verified["problem"] == "" and verified["ranges_differing"] == []
 
     mysql_server.execute("INSERT INTO dagcap.t VALUES (1, 'a'), (2, 'b')", "DELETE FROM dagcap.t WHERE id = 1")
     second = _run_example(monkeypatch, mysql_server.airflow_conn_json(), ["dagcap.*"], **conf)
@@ -143,6 +147,9 @@ def test_example_dag_captures_and_applies_consecutive_windows(
     newest = spark.sql("SELECT summary FROM lake.dagcap.t.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
     assert newest[0].summary["cdc.upper"] == pushed["upper"]
     assert newest[0].summary["cdc.window-id"] == str(pushed["window_id"])
+    report = _xcom(second, "verify")
+    assert report["mode"] == "sampled" and report["tables"][0]["target_frontier"] == pushed["upper"]
+    assert report["tables"][0]["problem"] == "" and report["tables"][0]["ranges_differing"] == []
 
 
 @pytest.mark.mysql
@@ -157,6 +164,7 @@ def test_example_dag_fails_on_a_misconfigured_server(
     assert states["snapshot"] == "upstream_failed"
     assert states["capture"] == "upstream_failed"  # none_failed: an upstream failure still stops capture
     assert states["apply"] == "upstream_failed"
+    assert states["verify"] == "upstream_failed"
     assert run.state == "failed"
 
 

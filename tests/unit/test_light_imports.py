@@ -93,6 +93,23 @@ def test_parsing_a_dag_file_loads_no_driver_or_engine(
     assert _heavy(added) == []  # ... without a driver or an engine
 
 
+_MODULES_AFTER_IMPORT = """
+import importlib, json, sys
+import airflow, airflow.sdk
+importlib.import_module(sys.argv[1])
+print(json.dumps({"modules": sorted(sys.modules)}))
+"""
+
+
+def test_importing_the_verify_operator_loads_no_driver_or_engine(baseline_modules: set[str]) -> None:
+    added = (
+        set(_run(_MODULES_AFTER_IMPORT, "airflow_provider_mysql_cdc.operators.verify")["modules"]) - baseline_modules
+    )
+    assert "airflow_provider_mysql_cdc.operators.verify" in added
+    assert _heavy(added) == []
+    assert "airflow_provider_mysql_cdc.verify.engine" not in added
+
+
 _LIBRARY_STATE = """
 import importlib, json, pkgutil, sys
 

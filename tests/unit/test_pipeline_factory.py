@@ -21,7 +21,7 @@ def _dag(dag_id: str, **kwargs: object) -> DAG:
 def test_the_tasks_run_in_order_and_capture_survives_skipped_upstreams() -> None:
     with _dag("shape", render_template_as_native_obj=True) as dag:
         tasks = mysql_cdc_pipeline()
-    order = ["preflight", "purge_headroom", "snapshot_plan", "snapshot", "capture", "apply"]
+    order = ["preflight", "purge_headroom", "snapshot_plan", "snapshot", "capture", "apply", "verify"]
     assert sorted(dag.task_ids) == sorted(order)
     for upstream, downstream in itertools.pairwise(order):
         assert downstream in dag.get_task(upstream).downstream_task_ids
@@ -31,6 +31,14 @@ def test_the_tasks_run_in_order_and_capture_survives_skipped_upstreams() -> None
     assert tasks.apply.depends_on_past is True  # windows are applied in order, also beside a backfill
     assert "task_ids='capture'" in tasks.apply.windows  # type: ignore[attr-defined]
     assert set(PARAMS) >= {"pipeline", "tables", "staging_uri", "warehouse", "cutoff", "resnapshot"}
+    assert tasks.verify is not None and tasks.verify.sample_fraction == 0.1  # type: ignore[attr-defined]
+    assert tasks.verify.fail_on_difference and not tasks.verify.fail_on_unverified  # type: ignore[attr-defined]
+
+
+def test_the_verify_task_is_optional() -> None:
+    with _dag("no_verify", render_template_as_native_obj=True) as dag:
+        tasks = mysql_cdc_pipeline(verify_sample_fraction=None)
+    assert tasks.verify is None and "verify" not in dag.task_ids
 
 
 def test_a_group_prefixes_the_tasks_and_the_apply_pulls_its_own_capture() -> None:
