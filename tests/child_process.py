@@ -14,6 +14,17 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def send_request(process: subprocess.Popen[bytes], text: str) -> None:
+    """Write ``text`` to a started child's standard input and close it; a child that died first (killed
+    by the test, or failed at start) is not an error here: its exit and log tell."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write(text.encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
+
+
 def run_module(module: str, request: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
     """``python -m module`` from the repository root with ``request`` on stdin; the last line it
     printed, parsed. A child that fails fails the test with the end of its standard error."""

@@ -37,6 +37,7 @@ from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowStatus
+from tests.child_process import send_request
 from tests.conftest import INSTANCE_PREFIX, REPO_ROOT
 from tests.mysql_servers import MySqlTestServer, running_local
 
@@ -500,9 +501,7 @@ def test_sigkilled_capture_is_completed_by_the_next_attempt(
             stderr=subprocess.STDOUT,
         )
         try:
-            assert process.stdin is not None
-            process.stdin.write(json.dumps(spec).encode())
-            process.stdin.close()
+            send_request(process, json.dumps(spec))
             deadline = time.monotonic() + 120
             while not staging_rows(staging, "big-killed", row_group_written=True):
                 assert process.poll() is None, f"the capture ended before it was killed:\n{output.read_text()}"

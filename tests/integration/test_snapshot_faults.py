@@ -20,6 +20,7 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import BinlogPurgedError
 from airflow_provider_mysql_cdc.staging import Staging
+from tests.child_process import send_request
 from tests.conftest import INSTANCE_PREFIX, REPO_ROOT
 from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state
 from tests.mysql_servers import MySqlTestServer, running_local
@@ -94,9 +95,7 @@ def test_a_sigkilled_chunk_is_redone_by_the_next_attempt(mysql_server: MySqlTest
             stderr=subprocess.STDOUT,
         )
         try:
-            assert process.stdin is not None
-            process.stdin.write(json.dumps(spec).encode())
-            process.stdin.close()
+            send_request(process, json.dumps(spec))
             deadline = time.monotonic() + 120
             while not tmp_parts(pipeline.staging, "killed"):
                 assert process.poll() is None, f"the chunk ended before it was killed:\n{output.read_text()}"

@@ -58,6 +58,7 @@ from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest, plan_snapshot, snapshot_chunk
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowStatus
+from tests.child_process import send_request
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.mysql_servers import MySqlTestServer
 
@@ -246,7 +247,7 @@ def run_child(argv: Sequence[str], env: dict[str, str], log: Path, kill_at: floa
             start_new_session=True,
         )
         try:
-            _send(process, stdin_text)
+            send_request(process, stdin_text)
             try:
                 process.wait(timeout=CHILD_TIMEOUT_SECONDS if kill_at is None else kill_at)
             except subprocess.TimeoutExpired:
@@ -260,16 +261,6 @@ def run_child(argv: Sequence[str], env: dict[str, str], log: Path, kill_at: floa
             if not _wait_group_gone(process.pid):
                 raise RuntimeError(f"process group {process.pid} ({argv[0]}) survived SIGKILL")
     return Kill(kill_at, ran, returncode, log)
-
-
-def _send(process: subprocess.Popen[bytes], text: str) -> None:
-    """Write ``text`` to the child's standard input and close it (a child killed first is not an error)."""
-    assert process.stdin is not None
-    try:
-        process.stdin.write(text.encode())
-        process.stdin.close()
-    except BrokenPipeError:
-        pass
 
 
 def _connection_spec(server: MySqlTestServer) -> dict[str, Any]:
