@@ -141,8 +141,8 @@ class TransactionPayloadError(TerminalCdcError):
 
 
 class TableWithoutKeyError(TerminalCdcError):
-    """Raised when a table has no primary key, no unique NOT NULL key and no key columns named by the user
-    (also when a table loses its primary key while it is captured)."""
+    """Raised for a target whose recorded state says its table lost its primary key (states written before
+    tables without a key were replicated as multisets); a fresh snapshot of the table ends it."""
 
 
 class SnapshotLockTimeoutError(TransientCdcError):
@@ -189,6 +189,11 @@ class SnapshotNotReadyError(TransientCdcError):
 
 class UnsupportedSchemaChangeError(TerminalCdcError):
     """Raised when a table's staged schema changed in a way the target table cannot follow."""
+
+
+class TargetDivergedError(TerminalCdcError):
+    """Raised when a window takes away copies of a row of a table without a key that its target does not
+    hold (or cannot tell apart): the target no longer equals MySQL before the window; re-snapshot it."""
 
 
 class RebuildPendingError(TerminalCdcError):

@@ -27,6 +27,7 @@ from airflow_provider_mysql_cdc.apply.merge_sql import (
     json_document_columns,
     merge_update_value,
 )
+from airflow_provider_mysql_cdc.apply.multiset import MultisetSql, identity_columns
 from airflow_provider_mysql_cdc.apply.plan import (
     AppliedState,
     ApplyWindow,
@@ -69,6 +70,7 @@ from airflow_provider_mysql_cdc.errors import (
     RebuildPendingError,
     StaleApplyStateError,
     TableWithoutKeyError,
+    TargetDivergedError,
     TerminalCdcError,
     UnsupportedSchemaChangeError,
 )
@@ -87,7 +89,8 @@ MAX_CONFLICT_RETRIES = 5
 class _StepSource:
     """What one step merges into one table."""
 
-    #: One row per key: its last change (snapshot chunks: every row).
+    #: One row per key: its last change (snapshot chunks: every row); for a table without a key (no
+    #: ``keys``), every staged row that counts.
     frame: DataFrame
     keys: list[str]
     files: list[StagedFile]
@@ -166,21 +169,19 @@ class TableApplier:
             schemas += manifest.schemas
         return files, tuple(schemas)
 
-    def _key_columns(self, step: TableStep, schemas: Sequence[Any], final: SchemaVersionInfo | None) -> list[str]:
+    def _key_columns(
+        self, files: Sequence[StagedFile], schemas: Sequence[Any], final: SchemaVersionInfo | None
+    ) -> list[str]:
+        """The columns the step's rows merge on: the final version's primary key; else the one of the
+        version the newest staged rows have (a key dropped in the window: the rows after it wait for a
+        rebuild); else [] for a table without a key, whose rows are a multiset (:mod:`.multiset`)."""
         if final is not None and final.primary_key:
             return list(final.primary_key)
-        for schema in reversed(schemas):
-            if f"{schema.database}.{schema.table}" == self.table_name and schema.primary_key:
-                return list(schema.primary_key)
-        snapshot = step.snapshot if isinstance(step, LoadSnapshotChunks) else None
-        if snapshot is None and step.before.snapshot_id:
-            snapshot = self.read_snapshot(step.before.snapshot_id, self.table_name)
-        if snapshot is not None and snapshot.chunks:
-            return list(snapshot.chunks[0]["chunk"]["key_columns"])
-        raise TerminalCdcError(
-            f"{self.table_name} has no primary key, so its changes cannot be merged by key; add a primary key "
-            "in MySQL, or snapshot it with key_columns (the apply then merges on those columns)"
-        )
+        versions = {s.schema_version: s for s in schemas if f"{s.database}.{s.table}" == self.table_name}
+        newest = max((f for f in files if f.rows), key=lambda f: f.last_seq, default=None)
+        if newest is not None and newest.schema_version in versions:
+            return list(versions[newest.schema_version].primary_key)
+        return []
 
     def _window_changes(
         self, step: ApplyWindow, final: SchemaVersionInfo | None, target: str | None = None
@@ -219,12 +220,12 @@ class TableApplier:
                 renames = window_version_renames(table_schemas, [f for _, f in files], final_ids, changes.reset_seq)
         # A table replaced by nothing (dropped, renamed away) needs no key: nothing is merged.
         gone = changes is not None and changes.reset_seq is not None and not files
-        keys = [] if gone else self._key_columns(step, schemas, final)
+        staged_files = [f for _, f in files]
+        keys = [] if gone else self._key_columns(staged_files, schemas, final)
         paths: dict[int, list[str]] = {}
         for path, staged in files:
             paths.setdefault(staged.schema_version, []).append(path)
         frame = read_versions(self.spark, paths, renames)
-        staged_files = [f for _, f in files]
         if frame is None:  # a TRUNCATE alone, or a chunk of a table dropped after planning: no rows
             if not self._exists(self.target):
                 raise TerminalCdcError(
@@ -236,7 +237,9 @@ class TableApplier:
         if changes is not None:
             frame = window_rows(frame, changes)
         rows = frame
-        if isinstance(step, ApplyWindow) and any(f.partial_rows for f in staged_files):
+        if not keys:  # a multiset: every staged row counts (the MERGE nets them per row identity)
+            self._require_whole_images(step, staged_files)
+        elif isinstance(step, ApplyWindow) and any(f.partial_rows for f in staged_files):
             json_columns = json_document_columns(final, frame.columns)
             frame = fold_partial_rows(frame, keys, json_columns)
             if json_columns and self._exists(self.target):
@@ -407,6 +410,130 @@ class TableApplier:
         finally:
             self.spark.catalog.dropTempView(view)
 
+    # -- tables without a key ---------------------------------------------------------------------
+
+    def _require_whole_images(self, step: TableStep, files: Sequence[StagedFile]) -> None:
+        """A multiset step merges whole row images only: inserts, deletes and snapshot reads."""
+        odd = sorted({op for f in files for op, count in f.op_counts.items() if count and op not in ("c", "d", "r")})
+        partial = sum(f.partial_rows for f in files)
+        if odd or partial:
+            what = f"{partial} partial row images" if partial else f"changes staged as {odd}"
+            raise TerminalCdcError(
+                f"{self.table_name} has no primary key in {step.describe()} of pipeline {self.config.pipeline!r}, "
+                f"but the step holds {what}, which a table without a key cannot be merged with. The table is "
+                f"stopped, the other tables go on: re-snapshot it (resnapshot=[{self.table_name!r}])"
+            )
+
+    def _multiset_views(
+        self, step: TableStep, staged: _StepSource, args: dict[str, Any]
+    ) -> tuple[str, str, dict[str, str]]:
+        """Temporary views of the step's rows (as the target's columns, plus ``_cdc_op``) and of the
+        target, and the identity overrides: a column the window adds holds, in every row the target
+        has, the value MySQL gave it (``args`` gets the values)."""
+        from pyspark.sql import functions as F
+
+        target_columns = self._columns(self.target)
+        names = {f.name.lower(): f.name for f in staged.frame.schema.fields}
+        projected = [
+            (F.col(quote(names[c.lower()])) if c.lower() in names else F.lit(None)).cast(t).alias(c)
+            for c, t in target_columns
+        ]
+        tag = abs(hash((self.target, step.describe()))) % 10**9
+        view, target_view = f"cdc_rows_{tag}", f"cdc_target_{tag}"
+        staged.frame.select(*projected, F.col(OP_COLUMN)).createOrReplaceTempView(view)
+        self.spark.table(self.target).createOrReplaceTempView(target_view)
+        changes = staged.changes
+        backfills = () if changes is None or changes.replaces_rows else changes.backfills
+        overrides = backfill_expressions(backfills, {c.lower(): t for c, t in target_columns}, args)
+        return view, target_view, overrides
+
+    def _multiset_shortfalls(
+        self, step: TableStep, sql: MultisetSql, overrides: dict[str, str], args: dict[str, Any]
+    ) -> None:
+        """Raise :class:`TargetDivergedError` when the target cannot give up the copies the step takes."""
+        found = self.spark.sql(sql.shortfalls(overrides), args=args or None).limit(3).collect()
+        if not found:
+            return
+        detail = "; ".join(
+            f"{row['needed']} copies of a row deleted (last in GTID {row['gtid']}), the target holds "
+            + (f"{row['available']}" if not row["ambiguous"] else f"{row['available']} it cannot tell apart")
+            for row in found
+        )
+        where = step.manifest.window_id if isinstance(step, ApplyWindow) else step.describe()
+        raise TargetDivergedError(
+            f"{self.table_name} (pipeline {self.config.pipeline!r}, window {where}): {detail}. The target "
+            f"{self.target} no longer equals MySQL before this window, so nothing of the window was applied to "
+            f"it. The table is stopped, the other tables go on: re-snapshot it (resnapshot=[{self.table_name!r}])"
+        )
+
+    def _multiset_replacement(self, step: TableStep, staged: _StepSource) -> DataFrame:
+        """The rows a table without a key holds after a step that replaces it (schema and rows): the
+        copies the step adds, as the staged columns."""
+        frame = staged.frame.drop(PARTIAL_COLUMN)
+        columns = [f.name for f in frame.schema.fields if f.name != OP_COLUMN]
+        identity = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields if f.name != OP_COLUMN]
+        view = f"cdc_rows_{abs(hash((self.target, step.describe()))) % 10**9}"
+        frame.createOrReplaceTempView(view)
+        sql = MultisetSql(identity_columns(identity, columns), view, "")
+        try:
+            if any(f.op_counts.get("d") for f in staged.files):
+                self._require_no_deficit(step, sql, "after the table was created again")
+            return self.spark.sql(sql.inserts(columns))  # analysed now: the view may go
+        finally:
+            self.spark.catalog.dropTempView(view)
+
+    def _require_no_deficit(self, step: TableStep, sql: MultisetSql, since: str) -> None:
+        """Raise :class:`TargetDivergedError` when the step takes away a row it did not add ``since``."""
+        deficits = self.spark.sql(sql.deficits()).limit(1).collect()
+        if deficits:
+            raise TargetDivergedError(
+                f"{self.table_name} (pipeline {self.config.pipeline!r}, {step.describe()}): a row deleted in GTID "
+                f"{deficits[0]['__cdc_gtid']} was never inserted {since}; the staged rows do not match MySQL. The "
+                f"table is stopped, the other tables go on: re-snapshot it (resnapshot=[{self.table_name!r}])"
+            )
+
+    def _merge_multiset(self, step: TableStep, staged: _StepSource, properties: dict[str, str]) -> None:
+        """One MERGE that adds and takes away copies of rows of a table without a key (see
+        :mod:`.multiset`), in one commit carrying ``properties``: the window's other effects on rows it
+        does not touch (a TRUNCATE's or a snapshot's replacement, columns it adds) go into the same
+        commit."""
+        args: dict[str, Any] = {}
+        view, target_view, overrides = self._multiset_views(step, staged, args)
+        target_columns = self._columns(self.target)
+        sql = MultisetSql(identity_columns(target_columns, staged.frame.columns), view, target_view)
+        columns = [c for c, _ in target_columns]
+        changes = staged.changes
+        replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
+            changes is not None and changes.replaces_rows
+        )
+        takes_away = any(f.op_counts.get("d") for f in staged.files)
+        if takes_away and replace_rest:
+            self._require_no_deficit(step, sql, "after the table was emptied")
+            takes_away = False
+        elif takes_away:
+            self._multiset_shortfalls(step, sql, overrides, args)
+        source = sql.inserts(columns)
+        if takes_away:
+            source = f"{source} UNION ALL {sql.deletes(columns, overrides)}"
+        untouched = ""
+        if replace_rest:
+            untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
+        elif overrides:
+            settings = ", ".join(f"t.{quote(c)} = {overrides[c.lower()]}" for c in columns if c.lower() in overrides)
+            untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {settings}"
+        names = ", ".join(quote(c) for c in columns)
+        values = ", ".join(f"s.{quote(c)}" for c in columns)
+        statement = (
+            f"MERGE INTO {self.target} t USING ({source}) s ON {sql.copy_match()} "
+            "WHEN MATCHED THEN DELETE "
+            f"WHEN NOT MATCHED AND s.{OP_COLUMN} = 'c' THEN INSERT ({names}) VALUES ({values})" + untouched
+        )
+        try:
+            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement, args=args or None))
+        finally:
+            self.spark.catalog.dropTempView(view)
+            self.spark.catalog.dropTempView(target_view)
+
     def _replace(self, step: TableStep, source: DataFrame, properties: dict[str, str]) -> None:
         """Replace the target, schema and rows, by the step's rows in one commit (``CREATE OR REPLACE
         TABLE ... AS SELECT``): readers see the old table or the new one, never a mix."""
@@ -464,7 +591,10 @@ class TableApplier:
         if (state or AppliedState(self.config.pipeline)) != step.before:
             raise StaleApplyStateError(f"{self.target} moved to {state} while {step.describe()} was prepared")
         if replaces_table:
-            self._replace(step, source.frame, step.after.to_summary())
+            frame = source.frame if source.keys else self._multiset_replacement(step, source)
+            self._replace(step, frame, step.after.to_summary())
+        elif not source.keys:
+            self._merge_multiset(step, source, step.after.to_summary())
         else:
             self._merge(step, source, step.after.to_summary(), sum(f.rows for f in source.files))
         for staged in source.files:  # staged rows by op (before keeping the last change per key)

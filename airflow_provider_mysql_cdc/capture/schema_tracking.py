@@ -405,11 +405,10 @@ class SchemaTracker:
                 return []  # its columns renamed or retyped: their own effects say whether that is followed
             if not effect.new_key:
                 keyless = (
-                    f"its primary key {list(effect.old_key)} was dropped: a table without a key cannot be merged "
-                    "by key. Add a primary key (or a unique NOT NULL key) in MySQL, or name key_columns for it, "
-                    "or exclude it; the next snapshot then reads it again"
+                    f"its primary key {list(effect.old_key)} was dropped: the target is re-built from a snapshot "
+                    "and then followed as a table without a key (a multiset of rows)"
                 )
-                return [rebuild(keyless, "TableWithoutKeyError")]
+                return [rebuild(keyless)]
             change = f"primary key changed from {list(effect.old_key)} to {list(effect.new_key)}"
             return [rebuild(change)]
         assert isinstance(effect, DataChangeUnknown)

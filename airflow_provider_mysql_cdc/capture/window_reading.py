@@ -266,8 +266,13 @@ class WindowReader:
                 for image in images:
                     self._stage_unless_snapshotted(item, version, op, image, handoff, key_at)
             return
-        compared = version.key_positions if key_at is None else tuple(sorted({*version.key_positions, *key_at}))
         befores, afters = images[0::2], images[1::2]
+        if not version.key_positions:  # a multiset: one copy of the before image goes, the after image comes
+            for before, after in zip(befores, afters, strict=True):
+                self._stage_unless_snapshotted(item, version, "d", before, handoff, key_at)
+                self._stage_unless_snapshotted(item, version, "c", after, handoff, key_at)
+            return
+        compared = version.key_positions if key_at is None else tuple(sorted({*version.key_positions, *key_at}))
         moved = [differ(before, after, compared, version.names) for before, after in zip(befores, afters, strict=True)]
         if key_at is None and not any(moved):
             self._stage_many(item, version, "u", afters)
@@ -303,12 +308,22 @@ class WindowReader:
         if item.kind == "delete":
             for row in rows:
                 values, partial = convert(row["values"])
+                if partial is not None and not version.key_positions:
+                    self._rebuild(item, "a delete from a table without a key logged without every column")
+                    return
                 self._stage_unless_snapshotted(item, version, "d", values, handoff, key_at, partial)
             return
         compared = version.key_positions if key_at is None else tuple(sorted({*version.key_positions, *key_at}))
         for row in rows:
             before = convert(row["before_values"])
             after = complete_update(version, before, convert(row["after_values"]), where)
+            if not version.key_positions:  # a multiset row: both images whole, or the table waits
+                if before[1] is not None or after[1] is not None:
+                    self._rebuild(item, "an update of a table without a key logged without every column")
+                    return
+                self._stage_unless_snapshotted(item, version, "d", before[0], handoff, key_at)
+                self._stage_unless_snapshotted(item, version, "c", after[0], handoff, key_at)
+                continue
             missing_keys = [p for p in compared if version.names[p] in (before[1] or {})]
             if missing_keys:
                 self._rebuild(item, "an update logged without its key columns")

@@ -452,7 +452,8 @@ class SnapshotChunk:
 
     database: str
     table: str
-    #: The primary key (or unique NOT NULL key) columns, in key order.
+    #: The primary key (or unique NOT NULL key) columns, in key order; for a table without one, the
+    #: ``key_columns`` the user named to cut it into chunks, or () for a table read as one chunk.
     key_columns: tuple[str, ...]
     #: 0-based position of the chunk in the table's plan.
     chunk_no: int
@@ -463,7 +464,8 @@ class SnapshotChunk:
         quote_identifier(self.table)
         if not isinstance(self.key_columns, tuple):
             raise ConfigurationError(f"key_columns must be a tuple of column names, got {self.key_columns!r}")
-        _columns(self.key_columns)
+        if self.key_columns:  # () is a table without a key, read whole: its range has no bounds (below)
+            _columns(self.key_columns)
         if isinstance(self.chunk_no, bool) or not isinstance(self.chunk_no, int) or self.chunk_no < 0:
             raise ConfigurationError(f"chunk_no must be a non-negative integer, got {self.chunk_no!r}")
         if self.key_range.arity is not None and self.key_range.arity != len(self.key_columns):
@@ -473,20 +475,26 @@ class SnapshotChunk:
             )
 
     def predicate(self) -> tuple[str, list[Any]]:
-        """The chunk's ``WHERE`` fragment and parameters (:func:`range_predicate`)."""
+        """The chunk's ``WHERE`` fragment and parameters (:func:`range_predicate`); ``TRUE`` for a chunk
+        without key columns (the whole table)."""
+        if not self.key_columns:
+            return "TRUE", []
         return range_predicate(self.key_columns, self.key_range)
 
     def select_query(
         self, columns: Sequence[str] | None = None, *, expressions: Sequence[str] | None = None
     ) -> tuple[str, list[Any]]:
         """``SELECT`` of the chunk's rows in key order, and parameters: the named ``columns``, or raw SQL
-        ``expressions`` (e.g. :func:`select_expressions`), or all columns when both are None."""
+        ``expressions`` (e.g. :func:`select_expressions`), or all columns when both are None. A chunk
+        without key columns reads the table in the server's order."""
         if expressions is not None:
             selected = ", ".join(expression.replace("%", "%%") for expression in expressions)
         else:
             selected = "*" if columns is None else ", ".join(quote_identifier(c).replace("%", "%%") for c in columns)
         where, params = self.predicate()
         table = _table(self.database, self.table).replace("%", "%%")
+        if not self.key_columns:
+            return f"SELECT {selected} FROM {table} WHERE {where}", params
         order = key_order(self.key_columns).replace("%", "%%")
         return f"SELECT {selected} FROM {table} WHERE {where} ORDER BY {order}", params
 

@@ -27,7 +27,6 @@ from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MissingPrivilegeError,
     MySqlQueryError,
-    TableWithoutKeyError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
@@ -63,8 +62,9 @@ def find_key_columns(
     table_name: str,
     named: Mapping[str, Sequence[str]],
 ) -> tuple[str, ...]:
-    """The table's primary key; else its shortest unique key whose columns are all NOT NULL; else the
-    columns the user named for it. Raises :class:`TableWithoutKeyError` when there is none."""
+    """The table's primary key; else its shortest unique key whose columns are all NOT NULL; else, for a
+    table without a key, the columns the user named to cut it into chunks, or () (one chunk). A table
+    without a key is replicated as a multiset of rows either way: named columns only cut chunks."""
     database, table = split_table_name(table_name)
     rows = query(
         connection,
@@ -92,11 +92,7 @@ def find_key_columns(
         if not columns or isinstance(named[table_name], str):
             raise ConfigurationError(f"key_columns for {table_name} must be a non-empty list of column names")
         return columns
-    raise TableWithoutKeyError(
-        f"{table_name} has no primary key and no unique key on NOT NULL columns, so its rows cannot be "
-        "identified: add a primary key (best), or name key columns that identify its rows with "
-        f'key_columns={{"{table_name}": ["col_a", "col_b"]}}, or exclude the table from the pipeline'
-    )
+    return ()
 
 
 def _chunkable(specs: Sequence[ColumnSpec], key_columns: Sequence[str]) -> bool:
@@ -122,6 +118,9 @@ def plan_table_chunks(
 ) -> tuple[SnapshotChunk, ...]:
     """Key ranges of about ``chunk_rows`` rows each, from boundaries read off the key's index."""
     database, table = split_table_name(table_name)
+    if not key_columns:
+        log.info("%s has no primary key or unique NOT NULL key: it is read as one chunk", table_name)
+        return plan_snapshot_chunks(database, table, (), [])
     specs = column_specs_from_information_schema(connection, source, database, table)
     if not _chunkable(specs, key_columns):
         log.info("%s: key %s has a type chunks cannot split on; the table is one chunk", table_name, key_columns)
@@ -217,25 +216,9 @@ def _new_snapshot(
     if not tables:
         log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", request.pipeline)
         return None
-    # Missing privileges, keyless tables and plans too big for Airflow's mapping are refused before
-    # anything is recorded.
+    # Missing privileges and plans too big for Airflow's mapping are refused before anything is recorded.
     _require_snapshot_privileges(connection, source, tables)
-    plans: dict[str, tuple[SnapshotChunk, ...]] = {}
-    for name in tables:
-        try:
-            plans[name] = _plan_table(request, connection, source, name)
-        except TableWithoutKeyError as exc:
-            if (
-                name not in rebuilds
-                or name not in done
-                or (again is not None and again.matches(*split_table_name(name)))
-            ):
-                raise
-            # A rebuild the table cannot have (it lost its key): it stays waiting, the others go on.
-            log.warning("%s waits for a rebuild since %s, but cannot be snapshotted: %s", name, rebuilds[name], exc)
-    tables = [name for name in tables if name in plans]
-    if not tables:
-        return None
+    plans = {name: _plan_table(request, connection, source, name) for name in tables}
     total = sum(len(chunks) for chunks in plans.values())
     if total > request.max_chunks:
         largest = max(plans, key=lambda name: len(plans[name]))
