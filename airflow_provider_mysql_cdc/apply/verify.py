@@ -157,6 +157,8 @@ class StagedSnapshotTable:
     table: str
     paths: tuple[str, ...]
     key_columns: tuple[str, ...]
+    #: The table's primary key (or unique NOT NULL key) as its schema says; () for a table without one.
+    primary_key: tuple[str, ...]
     #: Each chunk's GTID set, in chunk order (one when the snapshot was taken in one chunk per table).
     frontiers: tuple[GtidSet, ...]
     rows: int = 0
@@ -200,15 +202,18 @@ def snapshot_tables(
         if table_manifest is None:
             raise CorruptStagingError(f"the verification snapshot of {table_name} published no table manifest")
         files: list[str] = []
+        primary_key: tuple[str, ...] = ()
         for chunk in table_manifest.chunks:
             manifest = staging.read_chunk_manifest(chunk)
             if manifest is None:
                 raise CorruptStagingError(f"the verification snapshot of {table_name} lost {chunk['manifest']}")
             files += [path for path, _ in staging.spark_files(manifest)]
+            primary_key = primary_key or next((tuple(s.primary_key) for s in manifest.schemas if s.primary_key), ())
         staged[table_name] = StagedSnapshotTable(
             table=table_name,
             paths=tuple(files),
             key_columns=tuple(table_manifest.chunks[0]["chunk"]["key_columns"]) if table_manifest.chunks else (),
+            primary_key=primary_key,
             frontiers=tuple(GtidSet.parse(chunk["frontier"]) for chunk in table_manifest.chunks),
             rows=sum(int(chunk.get("rows") or 0) for chunk in table_manifest.chunks),
         )

@@ -234,14 +234,17 @@ class WindowReader:
             return  # the table waits for a rebuild
         # Binlog bytes of the staged row events: what the max_bytes cap and progress lines count.
         self.approx_bytes += int(getattr(item.event, "event_size", 0))
-        key_at = self._handoff_key_positions(version, handoff) if handoff is not None and decision is None else None
-        found = row_images(item.event)
-        if found is not None and version.decoder is not None:
-            images = version.decoder.images(*found, f"{item.database}.{item.table}")
-            self._share_event_bytes(item, len(images))
-            self._stage_complete(item, version, images, handoff, key_at)
-        else:
-            self._stage_decoded(item, version, handoff, key_at)
+        try:
+            key_at = self._handoff_key_positions(version, handoff) if handoff is not None and decision is None else None
+            found = row_images(item.event)
+            if found is not None and version.decoder is not None:
+                images = version.decoder.images(*found, f"{item.database}.{item.table}")
+                self._share_event_bytes(item, len(images))
+                self._stage_complete(item, version, images, handoff, key_at)
+            else:
+                self._stage_decoded(item, version, handoff, key_at)
+        except TerminalCdcError as exc:  # this table's rows cannot be staged exactly: it alone stops
+            self._rebuild(item, f"its rows could not be staged ({type(exc).__name__}: {exc})")
 
     def _share_event_bytes(self, item: RowsEvent, images: int) -> None:
         """Each of the ``images`` row images of ``item`` counts for an equal share of the event's binlog

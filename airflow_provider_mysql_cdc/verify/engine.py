@@ -64,6 +64,9 @@ from airflow_provider_mysql_cdc.verify.report import (
     key_differences,
 )
 from airflow_provider_mysql_cdc.verify.spark_checks import (
+    COPIES,
+    ROW_IDENTITY,
+    multiset_rows,
     range_checksums,
     row_differences,
     target_at,
@@ -242,6 +245,11 @@ def _verify_table(
             "history than the one the pipeline applied from; point the verification at that server"
         )
     changes = _changes_between(spark, source, request, name, frontier, read_at, scratch, index)
+    if changes is not None and not staged.primary_key:
+        changes = (
+            f"{name} has no primary key and changed between the target's frontier {frontier} and the source's read "
+            f"{read_at}: its rows are compared as a multiset once the apply has taken those changes; verify then"
+        )
     if isinstance(changes, str):
         return TableVerification(name, target, str(read_at), str(frontier), problem=changes)
     rows = spark.sql(f"SELECT * FROM {target} VERSION AS OF {iceberg_snapshot}")
@@ -305,15 +313,20 @@ def _compare(
 ) -> TableVerification:
     keys = list(staged.key_columns)
     aligned = align_to_target(read_staged_snapshot(target_rows.sparkSession, staged.paths), target_rows)
+    columns = list(aligned.columns)
+    source_rows, target_rows = aligned.source, target_at(aligned.target, changes, keys)
+    if not staged.primary_key:  # a multiset (no changes to bring in: see _verify_table): distinct rows, counted
+        source_rows, target_rows = multiset_rows(source_rows, columns), multiset_rows(target_rows, columns)
+        keys, columns = [ROW_IDENTITY], [*columns, COPIES]
     plan = plan_ranges(range_count(staged.rows, request.rows_per_range), request.sample_fraction, request.seed)
-    source = with_ranges(aligned.source, keys, plan.ranges)
-    at_read = with_ranges(target_at(aligned.target, changes, keys), keys, plan.ranges)
+    source = with_ranges(source_rows, keys, plan.ranges)
+    at_read = with_ranges(target_rows, keys, plan.ranges)
     checked = plan.checked if plan.sampled else None
-    source_sums = range_checksums(source, aligned.columns, checked)
-    target_sums = range_checksums(at_read, aligned.columns, checked)
+    source_sums = range_checksums(source, columns, checked)
+    target_sums = range_checksums(at_read, columns, checked)
     differing = differing_ranges(plan.checked, source_sums, target_sums)
     compared, over_budget = within_budget(differing, source_sums, target_sums, request.row_budget)
-    rows = row_differences(source, at_read, keys, aligned.columns, compared, request.max_keys) if compared else None
+    rows = row_differences(source, at_read, keys, columns, compared, request.max_keys) if compared else None
     return TableVerification(
         table=name,
         target=target,

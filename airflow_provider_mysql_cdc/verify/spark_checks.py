@@ -63,6 +63,33 @@ def with_ranges(frame: DataFrame, keys: Sequence[str], ranges: int) -> DataFrame
     return frame.withColumn(RANGE_COLUMN, bucket)
 
 
+#: The key and the count of the rows of a table without a key, compared as a multiset.
+ROW_IDENTITY = "_verify_row"
+COPIES = "_verify_copies"
+
+
+def multiset_rows(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The rows of a table without a key, one per distinct row: its values, :data:`ROW_IDENTITY` (a
+    SHA-256 of the values as text: FLOAT and DOUBLE by their text, so ``-0.0`` is not ``0.0``; a NULL
+    never reads like a value) and :data:`COPIES`, how many rows have them."""
+    from pyspark.sql import functions as F
+
+    parts: list[Column] = []
+    for name in columns:
+        kind = frame.schema[name].dataType.simpleString()
+        column = comparable_column(frame, name)
+        if kind == "binary":
+            text = F.hex(column)
+        elif kind.startswith(("array", "map", "struct")):
+            text = F.to_json(column)
+        else:
+            text = column.cast("string")
+        parts.append(F.coalesce(F.concat(F.length(text).cast("string"), F.lit(":"), text), F.lit("N")))
+    identity = F.sha2(F.concat_ws("|", *parts), 256).alias(ROW_IDENTITY)
+    values = [F.first(F.col(quote(name))).alias(name) for name in columns]
+    return frame.groupBy(identity).agg(*values, F.count(F.lit(1)).alias(COPIES))
+
+
 def row_hash(frame: DataFrame, columns: Sequence[str]) -> Column:
     """A 64-bit hash of a row's values; each value is preceded by whether it is NULL, so a NULL in one
     column never hashes like a NULL in another."""

@@ -46,7 +46,7 @@ def test_duplicates_nulls_blobs_json_and_signed_zeros(pipeline_for: NewPipeline)
                 "UPDATE {db}.log SET j = JSON_SET(j, '$.k', 2) WHERE a = 1 LIMIT 1",
                 "INSERT INTO {db}.log SELECT * FROM {db}.log WHERE a = 1",
                 "DELETE FROM {db}.log WHERE a = 2 AND s IS NULL LIMIT 1",
-                "UPDATE {db}.log SET b = REPEAT(0x01, 70000) WHERE a = 3",
+                "UPDATE {db}.log SET b = REPEAT(0x01, 60000) WHERE a = 3",
             ],
             [
                 "DELETE FROM {db}.log WHERE a = 1 LIMIT 2",
