@@ -11,12 +11,14 @@ schema changes, and a table without a key created inside a window.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from tests.exactness.conftest import database_name
-from tests.exactness.harness import ExactnessPipeline
+from tests.exactness.harness import ExactnessPipeline, WindowStopped
 from tests.exactness.scenario import run_windows
+from tests.spark_session import CATALOG
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -162,3 +164,42 @@ def test_dropping_a_primary_key_rebuilds_the_table_then_follows_it_as_a_multiset
             ],
         ],
     )
+
+
+def test_a_target_that_lost_a_copy_stops_its_table_alone_until_it_is_snapshotted_again(
+    pipeline_for: NewPipeline, spark: Any
+) -> None:
+    """Someone deletes rows from a keyless target behind the pipeline's back; the next window deletes one
+    of those rows in MySQL. That table stops with ``TargetDivergedError`` (table, GTID and fix named),
+    nothing of the window reaches it, and the other tables of the window are applied exactly. A
+    re-snapshot of that table alone brings it back."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.bag (v INT)",
+        "INSERT INTO {db}.bag VALUES (1), (1), (2)",
+        "CREATE TABLE {db}.other_bag (v INT)",
+        "INSERT INTO {db}.other_bag VALUES (5)",
+        "CREATE TABLE {db}.keyed (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.keyed VALUES (1, 1)",
+    )
+    pipeline.start()
+    database = pipeline.databases[0]
+    target = f"{CATALOG}.`{database}`.bag"
+    spark.sql(f"DELETE FROM {target} WHERE v = 1")
+    pipeline.sql(
+        f"DELETE FROM `{database}`.bag WHERE v = 1 LIMIT 1",
+        f"INSERT INTO `{database}`.bag VALUES (3)",
+        f"INSERT INTO `{database}`.other_bag VALUES (5)",
+        f"UPDATE `{database}`.keyed SET v = 2",
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.run_window()
+    assert stopped.value.error_classes == {"TargetDivergedError"}
+    (error,) = stopped.value.errors
+    gtid = pipeline.sql("SELECT @@GLOBAL.gtid_executed")[0][0].split(":")[0]
+    assert f"{database}.bag" in error.message and gtid in error.message
+    assert f"resnapshot=['{database}.bag']" in error.message
+    pipeline.assert_exact([(database, "other_bag"), (database, "keyed")])
+    assert sorted(row[0] for row in spark.sql(f"SELECT v FROM {target}").collect()) == [2]  # untouched
+    pipeline.engine.snapshot(f"{pipeline.name}-again", resnapshot=[f"{database}.bag"])
+    pipeline.sql(f"DELETE FROM `{database}`.bag WHERE v = 2")
+    pipeline.window()

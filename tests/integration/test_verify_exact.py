@@ -197,3 +197,36 @@ def test_the_command_line_verifies_and_exits_by_outcome(
     assert differs.returncode == 1, differs.stderr[-3000:]
     (table,) = _json_report(differs.stdout)["tables"]
     assert table["differences"] == [{"key": {"id": 77}, "kind": "missing", "columns": []}]
+
+
+def test_a_table_without_a_key_is_verified_as_a_multiset(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    """Distinct rows and their copy counts are compared: equal after the apply; one copy planted away
+    is one changed row (its count); a change MySQL made after the apply makes it not verified."""
+    database = "verify_keyless"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {database}",
+        f"CREATE DATABASE {database}",
+        f"CREATE TABLE {database}.bag (v INT, d DOUBLE, b BLOB)",
+        f"INSERT INTO {database}.bag VALUES (1, -0.0, NULL), (1, 0.0, NULL), (1, 0.0, NULL), (2, NULL, x'00')",
+    )
+    spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{database}.bag")
+    (tmp_path / "pipeline").mkdir()
+    pipeline = SnapshotPipeline(mysql_server, tmp_path / "pipeline", database, TableSelection.of(f"{database}.*"))
+    pipeline.snapshot("run-1")
+    mysql_server.execute(f"DELETE FROM {database}.bag WHERE v = 2", f"INSERT INTO {database}.bag VALUES (3, 1, '')")
+    pipeline.capture("run-1")
+    assert not run_apply(spark, ApplySpec(pipeline.name, str(pipeline.staging), 1, 1, catalog=CATALOG)).failed
+    request = VerifyRequest(pipeline=database, catalog=CATALOG, tables=(f"{database}.bag",))
+    (table,) = verify_targets(spark, mysql_server.cdc, request).tables
+    assert not table.problem and table.describe().endswith(": equal"), table.describe()
+    assert table.source_rows_checked == table.target_rows_checked == 3  # distinct rows: -0.0 is not 0.0
+
+    spark.sql(f"DELETE FROM {CATALOG}.{database}.bag WHERE v = 1 AND CAST(d AS STRING) = '0.0'")
+    (table,) = verify_targets(spark, mysql_server.cdc, request).tables
+    assert (table.missing_rows, table.extra_rows, table.changed_rows) == (1, 0, 0), table.describe()
+
+    mysql_server.execute(f"INSERT INTO {database}.bag VALUES (4, 4, '')")
+    (table,) = verify_targets(spark, mysql_server.cdc, request).tables
+    assert "has no primary key and changed" in table.problem
