@@ -159,7 +159,11 @@ class WindowReader:
         key = (item.database, item.table, table_id, self.tracker.epoch(item.database, item.table))
         if key in self.versions:
             return self.versions[key]
-        specs = column_specs_from_table_map(item.event)
+        try:
+            specs = column_specs_from_table_map(item.event)
+        except TerminalCdcError as exc:  # e.g. a character set Python cannot decode: this table alone stops
+            self._undecodable(item, key, exc)
+            return None
         ids, event = self.tracker.column_ids(
             item.database, item.table, specs, self._peek_seq(), self._current_gtid_text
         )
@@ -169,11 +173,16 @@ class WindowReader:
         if ids is not None:
             number = self._register(item.database, item.table, specs, ids)
             table_map = item.event.table_map[item.event.table_id]
+            try:
+                converter, decoder = RowConverter(specs), compile_row_decoder(table_map.columns, specs)
+            except TerminalCdcError as exc:
+                self._undecodable(item, key, exc)
+            return None
             version = TableVersion(
                 specs=specs,
                 column_ids=ids,
-                converter=RowConverter(specs),
-                decoder=compile_row_decoder(table_map.columns, specs),
+                converter=converter,
+                decoder=decoder,
                 schema=arrow_schema(specs),
                 schema_version=number,
                 names=tuple(spec.name for spec in specs),
@@ -182,6 +191,11 @@ class WindowReader:
             )
         self.versions[(*key[:3], self.tracker.epoch(item.database, item.table))] = version
         return version
+
+    def _undecodable(self, item: RowsEvent, key: tuple[str, str, int, int], exc: TerminalCdcError) -> None:
+        """The table's rows cannot be decoded: it alone waits for a rebuild, its later row events are skipped."""
+        self._rebuild(item, f"its rows cannot be decoded ({type(exc).__name__}: {exc})")
+        self.versions[key] = None
 
     def on_rotate(self) -> None:
         """A new binlog file (a server restart may reuse table ids): table versions are looked up again."""

@@ -28,7 +28,7 @@ KEYLESS = (
     "CREATE TABLE {db}.log (a INT, s VARCHAR(20), f FLOAT, d DOUBLE, b BLOB, j JSON)",
     "INSERT INTO {db}.log VALUES (1, 'x', 0.5, 1.25, 0x00ff, '{\"k\": 1}'), (1, 'x', 0.5, 1.25, 0x00ff, '{\"k\": 1}'), "
     "(1, 'x', 0.5, 1.25, 0x00ff, '{\"k\": 1}'), (2, NULL, NULL, NULL, NULL, NULL), (2, NULL, NULL, NULL, NULL, NULL), "
-    "(3, 'y', -0.0, -0.0, '', '[]'), (3, 'y', 0.0, 0.0, '', '[]')",
+    "(3, 'y', -0e0, -0e0, '', '[]'), (3, 'y', 0e0, 0e0, '', '[]')",
 )
 
 

@@ -209,7 +209,7 @@ def test_a_table_without_a_key_is_verified_as_a_multiset(
         f"DROP DATABASE IF EXISTS {database}",
         f"CREATE DATABASE {database}",
         f"CREATE TABLE {database}.bag (v INT, d DOUBLE, b BLOB)",
-        f"INSERT INTO {database}.bag VALUES (1, -0.0, NULL), (1, 0.0, NULL), (1, 0.0, NULL), (2, NULL, x'00')",
+        f"INSERT INTO {database}.bag VALUES (1, -0e0, NULL), (1, 0e0, NULL), (1, 0e0, NULL), (2, NULL, x'00')",
     )
     spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{database}.bag")
     (tmp_path / "pipeline").mkdir()
