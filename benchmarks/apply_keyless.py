@@ -40,12 +40,21 @@ How to run (starts and afterwards destroys its own local MySQL 9.7 instance ``be
 :mod:`testbed.mysql`; Spark ``local[2]`` in this process, as in :mod:`apply`)::
 
     .venv/bin/python benchmarks/apply_keyless.py
-    .venv/bin/python benchmarks/apply_keyless.py --rows 200000 --changes 10000 --rounds 3
-    .venv/bin/python benchmarks/apply_keyless.py --driver-memory 4g --instance klbench-apply
+    .venv/bin/python benchmarks/apply_keyless.py --rows 200000 --changes 5000 --warmup-changes 5000
+    .venv/bin/python benchmarks/apply_keyless.py --rounds 6 --spark-stages 8 --driver-memory 4g
 
-The last line printed is always::
+``--spark-stages N`` also prints the N slowest Spark stages of each timed apply (wall and task
+seconds, input records, shuffle records read and written), from the driver's status store. Every
+window hands out ``0.4 * changes`` ids with two copies (half of its updates and deletes), never one
+twice, from the ``rows / 10`` loaded ones: the run refuses options that need more than half of them.
 
-    apply_keyless rows=<n> changes=<n> keyed_s=<a> keyless_s=<b> ratio=<b/a> exact=yes
+It prints the Spark driver's memory settings (``spark.driver.memory``, default ``--driver-memory 2g``,
+the JVM's maximum heap, ``spark.memory.fraction``) before the warm-up, the figures of each apply, the
+times per round and their medians, and last (exit code 0)::
+
+    apply_keyless rows=<n> changes=<n> keyed_s=<median a> keyless_s=<median b> ratio=<b/a> exact=yes
+
+A target that differs from MySQL prints that line with ``exact=no``, then fails (exit code 1).
 """
 
 from __future__ import annotations
@@ -214,6 +223,11 @@ def keyless_statements(rows: KeylessRows, changes: int) -> list[str]:
     return statements
 
 
+def twice_needed(windows: list[int]) -> int:
+    """Ids with two copies that change sets of ``windows`` changes each update or delete."""
+    return sum(round(mix(changes)[kind] * DUPLICATED_SHARE) for changes in windows for kind in ("u", "d"))
+
+
 def expected_ops(kind: str, changes: int) -> dict[str, int]:
     """The staged rows by op of a change set: a keyless update is staged as ``d`` + ``c``."""
     counts = mix(changes)
@@ -277,6 +291,7 @@ class Options:
     seed: int
     spark_cores: int
     driver_memory: str
+    spark_stages: int
 
 
 def prepare(admin: MySqlConnectionConfig, cdc: MySqlConnectionConfig, options: Options, scratch: Path) -> Tables:
@@ -329,13 +344,20 @@ def capture(cdc: MySqlConnectionConfig, tables: Tables, window_id: int, changes:
             )
 
 
-def timed_apply(spark: SparkSession, pipeline: Pipeline, kind: str, window_id: int) -> tuple[float, dict[str, int]]:
-    """Time ``run_apply`` of one window and print its figures; returns (seconds, staged rows by op)."""
+def timed_apply(
+    spark: SparkSession, pipeline: Pipeline, kind: str, window_id: int, spark_stage_lines: int = 0
+) -> tuple[float, dict[str, int]]:
+    """Time ``run_apply`` of one window and print its figures (and its ``spark_stage_lines`` slowest
+    Spark stages); returns (seconds, staged rows by op)."""
     methods = (STAGE_METHODS, ()) if kind == "keyed" else (KEYLESS_STAGE_METHODS, KEYLESS_SUB_STAGE_METHODS)
+    stages_before = set(spark_stages(spark)) if spark_stage_lines else set()
     with stage_clock(*methods) as stages:
         started = time.perf_counter()
         report = apply_window(spark, pipeline, window_id)
         seconds = time.perf_counter() - started
+    new_stages = (
+        [s for i, s in sorted(spark_stages(spark).items()) if i not in stages_before] if spark_stage_lines else []
+    )
     commit = last_commit(spark, pipeline.target)
     ops = {op: int(count) for op, count in sorted(report.rows.items())}
     stage_text = " ".join(f"{name.lstrip('_')}={stages[name]:.3f}" for name in methods[0])
@@ -348,7 +370,58 @@ def timed_apply(spark: SparkSession, pipeline: Pipeline, kind: str, window_id: i
     )
     print(f"  stages {stage_text} other={other:.3f}" + (f" (inside merge: {sub_text})" if sub_text else ""))
     print(f"  commit operation={commit['operation']} " + " ".join(f"{k}={commit.get(k, 0)}" for k in COMMIT_FIGURES))
+    slowest = sorted(new_stages, key=lambda s: s.wall_s, reverse=True)[:spark_stage_lines]
+    for stage in sorted(slowest, key=lambda s: s.stage_id):
+        print(f"  spark {stage.describe()}")
     return seconds, ops
+
+
+@dataclass(frozen=True)
+class SparkStage:
+    """One completed Spark stage, as the driver's status store has it."""
+
+    stage_id: int
+    name: str
+    tasks: int
+    wall_s: float
+    task_s: float
+    input_records: int
+    shuffle_read_records: int
+    shuffle_write_records: int
+
+    def describe(self) -> str:
+        return (
+            f"stage={self.stage_id} wall_s={self.wall_s:.2f} task_s={self.task_s:.2f} tasks={self.tasks} "
+            f"input_records={self.input_records} shuffle_read={self.shuffle_read_records} "
+            f"shuffle_write={self.shuffle_write_records} name={self.name!r}"
+        )
+
+
+def spark_stages(spark: SparkSession) -> dict[int, SparkStage]:
+    """The completed stages of the jobs the driver's status store holds (it keeps the newest 1,000)."""
+    tracker = spark.sparkContext.statusTracker()
+    store: Any = spark.sparkContext._jsc.sc().statusStore()
+    stage_ids = {s for job in tracker.getJobIdsForGroup(None) for s in (tracker.getJobInfo(job) or (0, []))[1]}
+    stages: dict[int, SparkStage] = {}
+    for stage_id in sorted(stage_ids):
+        try:
+            data = store.lastStageAttempt(stage_id)
+        except Exception:  # skipped (its shuffle output reused) or no longer kept
+            continue
+        submitted, completed = data.submissionTime(), data.completionTime()
+        if str(data.status()) != "COMPLETE" or not submitted.isDefined() or not completed.isDefined():
+            continue
+        stages[stage_id] = SparkStage(
+            stage_id,
+            str(data.name()),
+            int(data.numTasks()),
+            (int(completed.get().getTime()) - int(submitted.get().getTime())) / 1000,
+            int(data.executorRunTime()) / 1000,
+            int(data.inputRecords()),
+            int(data.shuffleReadRecords()),
+            int(data.shuffleWriteRecords()),
+        )
+    return stages
 
 
 def driver_memory_text(spark: SparkSession) -> str:
@@ -404,7 +477,9 @@ def benchmark(admin: MySqlConnectionConfig, cdc: MySqlConnectionConfig, descript
                 )
                 capture(cdc, tables, window_id, options.changes)
                 for kind in KINDS if round_no % 2 == 0 else tuple(reversed(KINDS)):
-                    seconds, window_ops[kind] = timed_apply(spark, tables.pipelines[kind], kind, window_id)
+                    seconds, window_ops[kind] = timed_apply(
+                        spark, tables.pipelines[kind], kind, window_id, options.spark_stages
+                    )
                     timings[kind].append(seconds)
                     exact = check(spark, admin, tables, kind) and exact
             keyed_rows, keyless_rows = tables.expected("keyed")[0], tables.expected("keyless")[0]
@@ -450,12 +525,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instance", default=INSTANCE_NAME, help=f"local MySQL instance (default {INSTANCE_NAME})")
     parser.add_argument("--spark-cores", type=int, default=2, help="Spark local[N] (default 2)")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
+    parser.add_argument(
+        "--spark-stages",
+        type=int,
+        default=0,
+        help="print the N slowest Spark stages of each timed apply (default 0: none)",
+    )
     args = parser.parse_args(argv)
     for name in ("rows", "changes", "warmup_changes", "rounds", "spark_cores"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.rows < 100:
         parser.error("--rows must be at least 100")
+    windows = [args.warmup_changes] + [args.changes] * args.rounds
+    if twice_needed(windows) > (args.rows // 10) // 2:
+        parser.error(
+            f"the change sets change or delete {twice_needed(windows)} ids with two copies, more than half of the "
+            f"{args.rows // 10} the table has: lower --changes, --warmup-changes or --rounds, or raise --rows"
+        )
     options = Options(
         rows=args.rows,
         changes=args.changes,
@@ -464,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         spark_cores=args.spark_cores,
         driver_memory=args.driver_memory,
+        spark_stages=args.spark_stages,
     )
     return int(
         print_summary(
