@@ -82,7 +82,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -408,18 +408,21 @@ def change_layout(spark: SparkSession, target: str, write_mode: str | None, buck
 
 
 @contextlib.contextmanager
-def stage_clock() -> Iterator[dict[str, float]]:
-    """Wall seconds of the top-level calls of :data:`STAGE_METHODS` on ``TableApplier`` while inside,
-    and of the calls of :data:`SUB_STAGE_METHODS` (which are also inside some stage's figure)."""
+def stage_clock(
+    stage_methods: Sequence[str] = STAGE_METHODS, sub_stage_methods: Sequence[str] = SUB_STAGE_METHODS
+) -> Iterator[dict[str, float]]:
+    """Wall seconds of the top-level calls of ``stage_methods`` (default :data:`STAGE_METHODS`) on
+    ``TableApplier`` while inside, and of the calls of ``sub_stage_methods`` (default
+    :data:`SUB_STAGE_METHODS`; they are also inside some stage's figure)."""
     from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 
-    seconds: dict[str, float] = dict.fromkeys((*STAGE_METHODS, *SUB_STAGE_METHODS), 0.0)
-    depth = {"stage": 0, **dict.fromkeys(SUB_STAGE_METHODS, 0)}
-    names = [name for name in (*STAGE_METHODS, *SUB_STAGE_METHODS) if hasattr(TableApplier, name)]
+    seconds: dict[str, float] = dict.fromkeys((*stage_methods, *sub_stage_methods), 0.0)
+    depth = {"stage": 0, **dict.fromkeys(sub_stage_methods, 0)}
+    names = [name for name in (*stage_methods, *sub_stage_methods) if hasattr(TableApplier, name)]
     originals = {name: getattr(TableApplier, name) for name in names}
 
     def timed(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        counter = name if name in SUB_STAGE_METHODS else "stage"
+        counter = name if name in sub_stage_methods else "stage"
 
         @functools.wraps(method)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
