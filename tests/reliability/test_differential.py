@@ -2,7 +2,8 @@
 
 One seed (``MYSQL_CDC_RELIABILITY_SEED`` overrides it; a failure prints the seed and the command
 that replays it), 20 windows of the seeded workload (DML, every schema change the capture follows or
-re-builds, per-session row images, partial JSON and compression) through snapshot -> capture -> Spark
+re-builds, per-session row images, partial JSON and compression, tables without a key holding identical
+rows that ``DELETE`` / ``UPDATE ... LIMIT 1`` change one copy at a time) through snapshot -> capture -> Spark
 apply, every Iceberg table compared after every window with a replica stopped at the window's upper
 GTID set (tables waiting for a rebuild after the next window), then the settle window. The long
 variant (more seeds and windows, plus the crash trials) is ``make reliability``.
