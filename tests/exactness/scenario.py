@@ -39,7 +39,7 @@ class Change:
     change: Sequence[str]
     after: Sequence[str]
     session: Sequence[str] = ()
-    #: Named errors the issue allows instead of an exact window (e.g. ``TableWithoutKeyError``).
+    #: Named errors the issue allows instead of an exact window (e.g. ``UnsupportedSchemaChangeError``).
     allowed_errors: frozenset[str] = field(default_factory=frozenset)
 
 

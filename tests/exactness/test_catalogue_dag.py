@@ -6,14 +6,15 @@ Most changes go before run 2 and more rows before run 3. The two that can stop a
 than a table (a compressed transaction stops the capture; a 62.5 MB value can exhaust the apply
 job's memory) go before run 3, so that run 2 shows each other table's own result.
 
-The issue's one case whose right result is a named stop, not an equal table (``DROP PRIMARY KEY``
-and a second row with the old key value), has a pipeline of its own: a failed apply task holds back
-the later runs of its pipeline (``depends_on_past``)."""
+The issue's case ``DROP PRIMARY KEY`` and a second row with the old key value has a pipeline of its
+own: its table waits for a rebuild after the change, the next run's snapshot reads it again as a table
+without a key, and from then on it is followed as a multiset of rows (four runs)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -283,9 +284,11 @@ def test_the_issues_cases_through_the_example_dag(
 
 
 NO_KEY_DATABASE = "ex_dag_issue_18_no_key"
+#: What the verify task's Spark job prints when it is asked to verify a table without key columns.
+VERIFY_WITHOUT_KEY = "The `xxhash64` requires > 0 parameters"
 
 
-def test_dropping_the_primary_key_stops_that_table_with_a_named_error_and_leaves_its_target(
+def test_dropping_the_primary_key_rebuilds_that_table_then_follows_it_without_a_key(
     airflow_home: Path,
     mysql_server: MySqlTestServer,
     monkeypatch: pytest.MonkeyPatch,
@@ -293,10 +296,13 @@ def test_dropping_the_primary_key_stops_that_table_with_a_named_error_and_leaves
     tmp_path: Path,
     spark: Any,
 ) -> None:
-    """``ALTER TABLE t DROP PRIMARY KEY`` and a second row with the old key value: two rows in MySQL. The
-    window cannot be applied exactly by key, so run 2's apply stops that table with TableWithoutKeyError
-    naming the pipeline, the table and the fix, and the target keeps the rows of run 1 (not the one row
-    the issue saw). Run 3 waits behind the failed apply, as ``depends_on_past`` says."""
+    """``ALTER TABLE t DROP PRIMARY KEY`` and a second row with the old key value: two rows in MySQL. Run
+    2 succeeds: its apply stops nothing, it reports the table waiting for a rebuild and leaves its
+    target as run 1 wrote it (not the one row the issue saw). Run 3's snapshot reads the table again, as
+    a table without a key, and the target equals MySQL; run 4 takes identical rows that ``DELETE`` and
+    ``UPDATE ... LIMIT 1`` change one copy at a time, and the target equals MySQL again. Every task but
+    ``verify`` succeeds in every run; ``verify`` cannot verify a table without a key yet, and the test is
+    an expected failure while that is the only thing that fails."""
     _forget_earlier_runs()
     table = f"{NO_KEY_DATABASE}.t"
     mysql_server.execute(
@@ -310,29 +316,64 @@ def test_dropping_the_primary_key_stops_that_table_with_a_named_error_and_leaves
     conf = {"pipeline": NO_KEY_DATABASE, "staging_uri": str(staging), "cutoff": "catch_up", "warehouse": str(warehouse)}
     conn = mysql_server.airflow_conn_json()
 
-    first = _run_example(monkeypatch, conn, [f"{NO_KEY_DATABASE}.*"], **conf)
-    assert first.state == "success"
+    #: Runs whose verify task failed because it cannot verify a table without a key (see the end).
+    verify_failed: list[str] = []
+
+    def run(label: str) -> Any:
+        capfd.readouterr()
+        done = _run_example(monkeypatch, conn, [f"{NO_KEY_DATABASE}.*"], **conf)
+        printed = capfd.readouterr()
+        output = printed.out + printed.err
+        states = {task: state for (task, _), state in _states(done).items()}
+        pipeline_states = {task: state for task, state in states.items() if task != "verify"}
+        assert set(pipeline_states.values()) <= {"success", "skipped"}, (label, states, _printed_errors(output))
+        assert pipeline_states["apply"] == "success", (label, states)
+        assert _apply_errors(staging, done.run_id, NO_KEY_DATABASE) == {}, label
+        if states["verify"] != "success":
+            assert VERIFY_WITHOUT_KEY in output, (label, states, _printed_errors(output))
+            verify_failed.append(label)
+        return done
+
+    def target_rows() -> list[tuple[Any, ...]]:
+        target = read_iceberg_table(warehouse, NO_KEY_DATABASE, "t")
+        assert target is not None
+        return sorted((row["id"], row["v"]) for row in target.rows)
+
+    def mysql_rows() -> list[tuple[Any, ...]]:
+        return sorted(tuple(row) for row in mysql_server.execute(f"SELECT id, v FROM {table}"))
+
+    run("run 1")
     assert compare_table(mysql_server, warehouse, NO_KEY_DATABASE, "t").equal
 
     mysql_server.execute(f"ALTER TABLE {table} DROP PRIMARY KEY", f"INSERT INTO {table} VALUES (1, 'second')")
-    capfd.readouterr()
-    second = _run_example(monkeypatch, conn, [f"{NO_KEY_DATABASE}.*"], **conf)
-    printed = capfd.readouterr()
-    states = {task: state for (task, _), state in _states(second).items()}
-    assert second.state == "failed"
-    assert states["capture"] == "success"
-    assert states["apply"] == "failed"
-    assert set(_apply_errors(staging, second.run_id, NO_KEY_DATABASE)) == {"t"}
+    second = run("run 2")
     (report,) = _apply_reports(staging, second.run_id, NO_KEY_DATABASE)
-    stopped = report["tables"][table]
-    assert stopped["error_class"] == "TableWithoutKeyError"
-    for part in (f"'{NO_KEY_DATABASE}'", table, "DROP PRIMARY KEY", "Add a primary key", "key_columns"):
-        assert part in stopped["error"], (part, stopped["error"])
-    printed_errors = _printed_errors(printed.out + printed.err)
-    assert any(f"{table}: TableWithoutKeyError: " in text for text in printed_errors), printed_errors
+    waiting = report["tables"][table]
+    assert not waiting.get("error_class") and table not in report["failed"], waiting
+    assert "primary key ['id'] was dropped" in str(waiting["rebuild"]), waiting
+    assert target_rows() == [(1, "a"), (2, "b")]  # the rows from the change on wait for the rebuild
+    assert mysql_rows() == [(1, "a"), (1, "second"), (2, "b")]
 
-    target = read_iceberg_table(warehouse, NO_KEY_DATABASE, "t")
-    assert target is not None
-    assert sorted((row["id"], row["v"]) for row in target.rows) == [(1, "a"), (2, "b")]
-    mysql_rows = mysql_server.execute(f"SELECT id, v FROM {table} ORDER BY id, v")
-    assert [tuple(row) for row in mysql_rows] == [(1, "a"), (1, "second"), (2, "b")]
+    mysql_server.execute(f"INSERT INTO {table} VALUES (2, 'b')", f"UPDATE {table} SET v = 'a2' WHERE id = 1 LIMIT 1")
+    third = run("run 3")
+    (report,) = _apply_reports(staging, third.run_id, NO_KEY_DATABASE)
+    assert not report["tables"][table].get("rebuild"), report["tables"][table]
+    assert compare_table(mysql_server, warehouse, NO_KEY_DATABASE, "t").equal, target_rows()
+    assert Counter(id_ for id_, _ in target_rows()) == {1: 2, 2: 2}
+
+    mysql_server.execute(
+        f"INSERT INTO {table} VALUES (2, 'b'), (2, 'b')",
+        f"DELETE FROM {table} WHERE id = 2 LIMIT 1",
+        f"UPDATE {table} SET v = 'c' WHERE id = 2 LIMIT 1",
+        f"DELETE FROM {table} WHERE v = 'second'",
+    )
+    run("run 4")
+    comparison = compare_table(mysql_server, warehouse, NO_KEY_DATABASE, "t")
+    assert comparison.equal, comparison.describe(limit=8)
+    assert target_rows() == mysql_rows()
+    assert sorted(set(mysql_rows())) != mysql_rows()  # identical rows, each copy in the target
+    if verify_failed:
+        pytest.xfail(
+            f"the example DAG's verify task fails in {verify_failed}: it cannot verify a table without a key "
+            "(verify/spark_checks.with_ranges hashes the key columns, and the table has none)"
+        )

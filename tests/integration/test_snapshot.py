@@ -1,11 +1,14 @@
 """Snapshots against the real server: chunking, resumability, the hand-off to binlog windows under a
-concurrent writer, re-snapshots, tables without a primary key and missing privileges."""
+concurrent writer, re-snapshots, tables without a key (read whole, or cut by ``key_columns``) and
+missing privileges."""
 
 from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +17,6 @@ from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MissingPrivilegeError,
     SnapshotInProgressError,
-    TableWithoutKeyError,
 )
 from tests.integration.snapshot_pipeline import SnapshotPipeline, replay, source_state
 from tests.mysql_servers import MySqlTestServer
@@ -184,30 +186,55 @@ def test_snapshot_and_windows_under_a_concurrent_writer_equal_the_source(
         assert state == source_state(mysql_server, name, key, columns), f"seed {seed}: {name} differs"
 
 
-def test_a_table_without_a_key_is_refused_unless_key_columns_are_named(
+def test_a_table_without_a_key_is_one_chunk_unless_key_columns_cut_it(
     mysql_server: MySqlTestServer, tmp_path: Path
 ) -> None:
+    """A table without a primary key or unique NOT NULL key is read whole, as one chunk without key
+    columns, duplicate rows included; ``key_columns`` named for it only cut it into chunks (their values
+    repeat: they need not identify rows). A nullable unique key is no key; a unique NOT NULL one is."""
+    rows = [(n % 4, "xyz"[n % 3], None if n % 5 == 0 else n % 2) for n in range(24)]
     mysql_server.execute(
         "DROP DATABASE IF EXISTS snap_nokey",
         "CREATE DATABASE snap_nokey",
         "CREATE TABLE snap_nokey.log (a INT NOT NULL, b VARCHAR(10) NOT NULL, c INT)",
         "CREATE TABLE snap_nokey.uniq (a INT NOT NULL, b INT NULL, UNIQUE KEY nullable_b (b), UNIQUE KEY ua (a))",
-        "INSERT INTO snap_nokey.log VALUES (1, 'x', 1), (2, 'y', 2), (3, 'z', 3)",
+        "INSERT INTO snap_nokey.log VALUES "
+        + ", ".join(f"({a}, '{b}', {'NULL' if c is None else c})" for a, b, c in rows),
         "INSERT INTO snap_nokey.uniq VALUES (1, NULL), (2, 2)",
     )
-    pipeline = SnapshotPipeline(mysql_server, tmp_path, "nokey", TableSelection.of("snap_nokey.*"))
-    with pytest.raises(
-        TableWithoutKeyError, match=r'snap_nokey.log has no primary key.*key_columns=\{"snap_nokey.log"'
-    ):
-        pipeline.plan("run-1")
-    assert pipeline.store.list_snapshots("nokey") == []  # nothing recorded for the refused plan
+    expected = Counter(rows)
+    assert max(expected.values()) > 1  # the table holds identical rows
 
-    plan = pipeline.plan("run-1", key_columns={"snap_nokey.log": ["a", "b"]})
-    keys = {chunk.table: chunk.key_columns for chunk in plan.chunks}
-    assert keys == {"log": ("a", "b"), "uniq": ("a",)}  # the unique NOT NULL key, not the nullable one
-    for argument in plan.mapped_arguments():
-        pipeline.run_chunk("run-1", argument, key_columns={"snap_nokey.log": ["a", "b"]})
-    assert len(pipeline.snapshot_rows("000001", "snap_nokey.log")) == 3
+    def staged(pipeline: SnapshotPipeline, snapshot_id: str) -> Counter[tuple[Any, ...]]:
+        return Counter((r["a"], r["b"], r["c"]) for r in pipeline.snapshot_rows(snapshot_id, "snap_nokey.log"))
+
+    for directory in ("whole", "cut"):
+        (tmp_path / directory).mkdir()
+    whole = SnapshotPipeline(mysql_server, tmp_path / "whole", "nokey", TableSelection.of("snap_nokey.*"), chunk_rows=5)
+    plan = whole.plan("run-1")
+    assert plan.snapshot_id == "000001"
+    assert plan.tables == ("snap_nokey.log", "snap_nokey.uniq")
+    log_chunks = [chunk for chunk in plan.chunks if chunk.table == "log"]
+    assert [(c.chunk_no, c.key_columns) for c in log_chunks] == [(0, ())]  # the whole table, however many rows
+    assert log_chunks[0].predicate() == ("TRUE", [])
+    assert {c.key_columns for c in plan.chunks if c.table == "uniq"} == {("a",)}  # not the nullable key
+    results = [whole.run_chunk("run-1", argument) for argument in plan.mapped_arguments()]
+    assert sum(r.rows for r in results if r.table_name == "snap_nokey.log") == len(rows)
+    assert staged(whole, "000001") == expected
+    assert {r["_cdc_op"] for r in whole.snapshot_rows("000001", "snap_nokey.log")} == {"r"}
+
+    named = {"snap_nokey.log": ["a", "b"]}
+    cut = SnapshotPipeline(
+        mysql_server, tmp_path / "cut", "nokey", TableSelection.of("snap_nokey.*"), chunk_rows=5, key_columns=named
+    )
+    plan = cut.plan("run-1")
+    assert plan.snapshot_id == "000001"
+    log_chunks = [chunk for chunk in plan.chunks if chunk.table == "log"]
+    assert len(log_chunks) > 1 and {c.key_columns for c in log_chunks} == {("a", "b")}
+    results = [cut.run_chunk("run-1", argument) for argument in plan.mapped_arguments()]
+    log_rows = [r.rows for r in results if r.table_name == "snap_nokey.log"]
+    assert len(log_rows) == len(log_chunks) and sum(log_rows) == len(rows)  # no row read twice or missed
+    assert staged(cut, "000001") == expected
 
 
 def test_a_missing_lock_tables_grant_is_named(mysql_server: MySqlTestServer, tmp_path: Path) -> None:

@@ -18,10 +18,11 @@ source. One window of :func:`run_differential` mirrors one run of the example DA
 
 A table the window left waiting for a rebuild (a change its target cannot follow: the apply skips its
 rows from that change on and reports it) is not compared after that window; the next window's snapshot
-plan takes it, and from then on it is compared again. The same holds for a table that stopped with
-``TableWithoutKeyError`` (it lost its primary key; the next snapshot reads it once it has one again).
-Any other stop ends the run. After the last window a *settle* window runs with no writes at all (the
-snapshot plan, a capture, the apply): no table may still wait, and every table must equal MySQL.
+plan takes it, and from then on it is compared again (a table that loses its primary key is such a
+table: re-built, then followed as a table without a key). Tables without a key are compared as
+multisets like every table; a stop of any table (``TargetDivergedError`` included) ends the run.
+After the last window a *settle* window runs with no writes at all (the snapshot plan, a capture,
+the apply): no table may still wait, and every table must equal MySQL.
 
 Because the writer keeps writing after the cut-off, the live source is ahead of the window; the
 replica stopped at the window's upper set is MySQL as of that set.
@@ -43,7 +44,6 @@ from typing import Any
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport
 from airflow_provider_mysql_cdc.capture.engine import CaptureResult
-from airflow_provider_mysql_cdc.errors import TableWithoutKeyError
 from tests.exactness.comparison import TableComparison
 from tests.exactness.harness import ExactnessPipeline, StopError, WindowStopped
 from tests.mysql_servers import MySqlTestServer
@@ -52,8 +52,6 @@ from tests.reliability.workload import ConcurrentWriter, OpCounts, Workload, Wor
 
 #: Rows per snapshot chunk: small, so that tables have several chunks (per-chunk hand-off).
 CHUNK_ROWS = 120
-#: Stops a table may make in a window: it waits for the next snapshot like a rebuild.
-WAITING_ERRORS = frozenset({TableWithoutKeyError.__name__})
 
 
 def replay_command(seed: int, windows: int) -> str:
@@ -143,19 +141,14 @@ class _Outcome:
 
 
 def _apply(pipeline: ExactnessPipeline, capture: CaptureResult) -> _Outcome:
-    """Apply the window; a table that stops with one of :data:`WAITING_ERRORS` while the apply reports
-    it waiting for the next snapshot is allowed (the rest are errors)."""
+    """Apply the window; every table it stops is an error (a table waiting for a rebuild is not
+    stopped: the apply reports it waiting)."""
     try:
         record = pipeline.apply_captured(capture)
     except WindowStopped as stopped:
         applied = bool(pipeline.windows) and pipeline.windows[-1].window_id == capture.window_id
         report = pipeline.windows[-1].apply if applied else None
-        errors = [
-            error
-            for error in stopped.errors
-            if not (error.error_class in WAITING_ERRORS and error.table in pipeline.rebuilding)
-        ]
-        return _Outcome(report, errors)
+        return _Outcome(report, list(stopped.errors))
     return _Outcome(record.apply, [])
 
 

@@ -14,7 +14,7 @@ manifest or a damaged Parquet file byte-identical (``tests/integration/test_capt
 every wrong setting at once (``test_wrong_server_settings_fail_before_any_window_is_planned``) and
 ``binlog_row_value_options`` (``test_server_level_partial_json_is_captured_exactly``), the
 apply gap and the other tables of a run going on after a type change
-(``tests/integration/test_apply.py``), ``key_columns`` for keyless tables
+(``tests/integration/test_apply.py``), tables without a key, read whole or cut by ``key_columns``
 (``tests/integration/test_snapshot.py``).
 """
 
@@ -46,7 +46,6 @@ from airflow_provider_mysql_cdc.errors import (
     PreflightFailedError,
     RebuildPendingError,
     StagingWriteError,
-    TableWithoutKeyError,
     WarehouseUnreachableError,
 )
 from airflow_provider_mysql_cdc.snapshot.engine import SnapshotPlan, SnapshotRequest, plan_snapshot
@@ -117,6 +116,7 @@ class Pipeline:
         tables: str | None = None,
         staging_uri: str | None = None,
         resnapshot: tuple[str, ...] = (),
+        key_columns: dict[str, list[str]] | None = None,
     ) -> SnapshotPlan:
         request = SnapshotRequest(
             pipeline=self.name,
@@ -124,6 +124,7 @@ class Pipeline:
             staging_uri=staging_uri or str(self.staging),
             tables=TableSelection.of(tables or f"{self.database}.*"),
             resnapshot=resnapshot,
+            key_columns=key_columns or {},
         )
         return plan_snapshot(request, source or self.server.cdc, self.store)
 
@@ -553,25 +554,37 @@ def test_a_pattern_that_matches_nothing_yet_is_accepted(mysql_server: MySqlTestS
     assert pipeline.plan("run-3", tables=pattern).tables == (f"{database}.later_1",)
 
 
-def test_table_without_a_usable_key(mysql_server: MySqlTestServer, tmp_path: Path) -> None:
-    """A keyless table starts matching a running pipeline's pattern: its snapshot is refused before it
-    is recorded (``key_columns`` is the way out, see ``tests/integration/test_snapshot.py``)."""
-    pipeline = published_pipeline(mysql_server, tmp_path, "nokey")
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [
+        (["a", "nope"], "key column 'nope' is not a column of the table"),
+        ([], "key_columns for {table} must be a non-empty list of column names"),
+    ],
+    ids=["unknown_column", "empty_list"],
+)
+def test_key_columns_that_cannot_cut_a_table_without_a_key(
+    mysql_server: MySqlTestServer, tmp_path: Path, named: list[str], expected: str
+) -> None:
+    """A table without a key starts matching a running pipeline's pattern (it is snapshotted whole, as
+    one chunk, see ``tests/integration/test_snapshot.py``), and ``key_columns`` names columns to cut it
+    into chunks that it lacks, or none: the plan is refused before anything is recorded."""
+    pipeline = published_pipeline(mysql_server, tmp_path, f"keycols_{len(named)}")
     before = pipeline.published()
-    mysql_server.execute(
-        f"CREATE TABLE {pipeline.database}.log (a INT NOT NULL, b VARCHAR(10), UNIQUE KEY nullable_b (b))",
-        f"INSERT INTO {pipeline.database}.log VALUES (1, 'x'), (2, NULL)",
-    )
-    with pytest.raises(TableWithoutKeyError) as raised:
-        pipeline.plan("run-2")
-    assert type(raised.value) is TableWithoutKeyError
-    message = str(raised.value)
     table = f"{pipeline.database}.log"
-    assert f"{table} has no primary key and no unique key on NOT NULL columns" in message
-    assert "add a primary key (best)" in message
-    assert f'key_columns={{"{table}": ["col_a", "col_b"]}}' in message
-    assert "or exclude the table from the pipeline" in message
+    mysql_server.execute(
+        f"CREATE TABLE {table} (a INT NOT NULL, b VARCHAR(10), UNIQUE KEY nullable_b (b))",
+        f"INSERT INTO {table} VALUES (1, 'x'), (2, NULL), (2, NULL)",  # a nullable unique key is no key
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        pipeline.plan("run-2", key_columns={table: named})
+    assert type(raised.value) is ConfigurationError
+    message = str(raised.value)
+    assert expected.format(table=table) in message
+    assert_secret_free(message, mysql_server.cdc.password)
     assert pipeline.published() == before
+    # Without them the same table is planned as one chunk that reads it whole.
+    plan = pipeline.plan("run-2")
+    assert [(chunk.table, chunk.key_columns) for chunk in plan.chunks] == [("log", ())]
 
 
 # -- apply: Spark and Iceberg ----------------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 The example DAG runs end to end with a MySQL account whose password the test knows: a successful run
 (preflight, purge headroom, snapshot, capture, and the apply as a real spark-submit), then a run whose
-snapshot plan fails while connected with that password (a keyless table), and a run whose preflight is
-refused a wrong password. Every place the runs write to is then searched for both passwords, plain and
-URL-quoted: the task logs (``dag.test()`` prints them, spark-submit's output included, to the
-console; files under the Airflow home's ``logs`` too, if any), every XCom and rendered template field
-in the Airflow database and the database files themselves, the metadata store, every file under
-staging and the warehouse (manifests, Parquet, apply specs and reports, Iceberg metadata), and the
-argv of every spark-submit process of the run, read from ``/proc`` while it runs.
+snapshot plan fails while connected with that password (``resnapshot`` names a table that does not
+exist), and a run whose preflight is refused a wrong password. Every place the runs write to is then
+searched for both passwords, plain and URL-quoted: the task logs (``dag.test()`` prints them,
+spark-submit's output included, to the console; files under the Airflow home's ``logs`` too, if any),
+every XCom and rendered template field in the Airflow database and the database files themselves,
+the metadata store, every file under staging and the warehouse (manifests, Parquet, apply specs and
+reports, Iceberg metadata), and the argv of every spark-submit process of the run, read from
+``/proc`` while it runs.
 """
 
 from __future__ import annotations
@@ -135,15 +136,14 @@ def test_no_password_anywhere(
     states = []
     try:
         _forget_earlier_runs()
-        for run_conn, before_run in (
-            (conn, None),  # preflight, headroom, snapshot, capture, apply (spark-submit loads the snapshot)
-            # the snapshot plan fails while connected with the password: a keyless table now matches
-            (conn, [f"CREATE TABLE {database}.nokey (a INT, b INT)"]),
-            (wrong_conn, None),  # preflight is refused the wrong password
+        for run_conn, run_conf in (
+            (conn, conf),  # preflight, headroom, snapshot, capture, apply (spark-submit loads the snapshot)
+            # the snapshot plan fails while connected with the password: it is asked to snapshot again a
+            # table the server does not have
+            (conn, {**conf, "resnapshot": [f"{database}.missing"]}),
+            (wrong_conn, conf),  # preflight is refused the wrong password
         ):
-            if before_run:
-                mysql_server.execute(*before_run)
-            run = _run_example(monkeypatch, run_conn, [f"{database}.*"], **conf)
+            run = _run_example(monkeypatch, run_conn, [f"{database}.*"], **run_conf)
             states.append((run.state, _states(run)))
             for kind, values in airflow_db_values().items():
                 db_values[kind] += values
@@ -176,7 +176,7 @@ def test_no_password_anywhere(
     }
     # Nothing is searched vacuously: each haystack holds what it is expected to hold.
     expectations = {
-        "task logs (console)": b"TableWithoutKeyError: h4secret.nokey has no primary key",
+        "task logs (console)": b"ConfigurationError: resnapshot names 'h4secret.missing', which matches no",
         "airflow log files": b"",
         "xcom values": b"window_id",
         "rendered template fields": b"h4secret",

@@ -17,12 +17,17 @@ Tables (all with the base columns ``name, qty, price, note, seen, flag, doc`` un
 * ``bulk``: ``id INT`` key, target of the large (>= ``large_rows``) transactions, later deleted and truncated;
 * ``all_types``: every column of every case of ``tests/integration/test_type_roundtrip.py`` in one
   table, written with the cases' own row values (zero dates, invalid dates, 70 kB blobs, ...);
-* ``new_<n>``: tables created by later steps (they match the include pattern ``<db>.*``).
+* ``new_<n>``: tables created by later steps (they match the include pattern ``<db>.*``);
+* ``nokey_log`` (INT, VARCHAR, FLOAT, DOUBLE, MEDIUMBLOB and JSON columns) and ``nokey_bag`` (INT,
+  VARCHAR, TEXT): tables without any key (:class:`KeylessTable`), whose columns take a few values each
+  (NULL, ``-0.0`` and ``0.0``, JSON ``null``, 70 kB blobs), so that they hold many identical rows; the
+  pipeline replicates them as multisets.
 
-The base columns keep their names and types (the concurrent writer writes them); schema changes act
-on *added* columns (:class:`Column`: ``x<n>``, with or without a DEFAULT, NULL or NOT NULL), on the
-primary key and on whole tables. The generator knows every table's columns as MySQL has them, so its
-statements name the current columns (inserts omit a column with a DEFAULT now and then).
+The base columns of the keyed tables keep their names and types (the concurrent writer writes them);
+schema changes act on *added* columns (:class:`Column`: ``x<n>``, with or without a DEFAULT, NULL or
+NOT NULL), on the primary key and on whole tables. The generator knows every table's columns as MySQL
+has them, so its statements name the current columns (inserts omit a column with a DEFAULT now and
+then).
 
 Operations, counted per kind in :class:`OpCounts` (each step returns its counts, the workload keeps
 the totals):
@@ -32,6 +37,13 @@ the totals):
   ``doc``), ``same_key_cycle`` (one key updated, deleted and re-inserted in one window),
   ``single_table_txn``, ``multi_table_txn``, ``large_txn`` (one transaction of ``large_rows`` + rows),
   ``all_types_write``, and, from the :class:`ConcurrentWriter`, ``concurrent_txn``;
+* tables without a key (random steps, transactions of their own or with keyed tables, and the
+  concurrent writer): ``keyless_insert`` (rows inserted one to three times each), ``keyless_copy``
+  (``INSERT ... SELECT`` of rows the table holds), ``keyless_delete_limit`` and ``keyless_update_limit``
+  (``DELETE`` / ``UPDATE ... LIMIT`` of one of several identical rows), ``delete`` of every copy that
+  matches; ``keyless_identical_rows`` (copies of one row inserted, then one updated and one deleted by
+  ``LIMIT 1``) and ``keyless_schema_change`` (ADD COLUMN with or without a DEFAULT, DROP of an added
+  column, or TRUNCATE, with rows before and after);
 * columns: ``add_column`` (nullable, no default), ``add_column_default`` (a constant DEFAULT, NULL or
   NOT NULL), ``add_column_expr_default`` (``DEFAULT (expression)``), ``add_column_positioned`` (FIRST or
   AFTER a column), ``drop_column``, ``readd_column`` (DROP COLUMN, then ADD COLUMN of the same name with
@@ -41,10 +53,10 @@ the totals):
   VARCHAR, DECIMAL scale cut, DATETIME(3) -> DATETIME, DOUBLE -> FLOAT, VARCHAR -> CHAR, ...: values
   may change, so capture has the table re-built from a fresh snapshot);
 * keys and tables: ``primary_key_change`` (DROP PRIMARY KEY, ADD PRIMARY KEY on other columns, in one
-  ALTER), ``primary_key_cycle`` (DROP PRIMARY KEY, rows, ADD PRIMARY KEY: the table stops with
-  ``TableWithoutKeyError`` until the next snapshot reads it), ``truncate``, ``truncate_commented``
-  (``/* ... */ TRUNCATE ...``), ``create_table``, ``drop_create_table`` (DROP TABLE, CREATE TABLE of
-  the same name, rows);
+  ALTER), ``primary_key_cycle`` (DROP PRIMARY KEY, rows written to the table without a key, ADD
+  PRIMARY KEY: each key change has the table re-built, so it waits for the next window's snapshot,
+  which reads it again), ``truncate``, ``truncate_commented`` (``/* ... */ TRUNCATE ...``),
+  ``create_table``, ``drop_create_table`` (DROP TABLE, CREATE TABLE of the same name, rows);
 * sessions (:func:`session_settings`, for every transaction of the generator and of the concurrent
   writer): ``row_image_minimal``, ``row_image_noblob`` (``binlog_row_image``), ``partial_json``
   (``binlog_row_value_options = PARTIAL_JSON`` with JSON updates in the transaction),
@@ -99,6 +111,8 @@ SCHEDULED = (
     "partial_json",
     "compressed_txn",
     "compressed_large_txn",
+    "keyless_identical_rows",
+    "keyless_schema_change",
 )
 #: Kinds every quick run must show at least once (checked by the test).
 REQUIRED_KINDS = (
@@ -113,6 +127,10 @@ REQUIRED_KINDS = (
     "large_txn",
     "all_types_write",
     "concurrent_txn",
+    "keyless_insert",
+    "keyless_copy",
+    "keyless_delete_limit",
+    "keyless_update_limit",
     *SCHEDULED,
 )
 #: Schema changes a step may add at random (on top of the scheduled ones).
@@ -390,6 +408,110 @@ def count_session(counts: OpCounts, settings: dict[str, Any], statements: Sequen
         counts["partial_json"] += 1
 
 
+# -- tables without a key ---------------------------------------------------------------------------
+
+#: Columns of the tables without any key, each with the SQL values it takes: few of them, so that
+#: identical rows are common (NULL, -0.0 next to 0.0, the JSON ``null`` next to SQL NULL, 70 kB blobs).
+KEYLESS_TABLES: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    "nokey_log": (
+        ("a", "INT NULL", ("NULL", "1", "2", "3", "-4")),
+        ("s", "VARCHAR(20) NULL", ("NULL", "'x'", "'y'", "''", "'é ü'")),
+        ("f", "FLOAT NULL", ("NULL", "0.5", "-0.0", "0.0", "1.25", "-2.75")),
+        ("d", "DOUBLE NULL", ("NULL", "0.5", "-0.0", "0.0", "1e300", "3.141592653589793")),
+        ("b", "MEDIUMBLOB NULL", ("NULL", "''", "0x00ff", "0x00", "REPEAT(0xab, 70000)")),
+        ("j", "JSON NULL", ("NULL", "'null'", "'[]'", "'{\"k\": 1}'", '\'{"k": [1, 2.5, "t"]}\'')),
+    ),
+    "nokey_bag": (
+        ("v", "INT NULL", ("NULL", "1", "2")),
+        ("w", "VARCHAR(5) NULL", ("NULL", "'a'", "'b'")),
+        ("t", "TEXT NULL", ("NULL", "''", "'text'", "REPEAT('long ', 300)")),
+    ),
+}
+#: Columns of a table without a key that conditions of its UPDATEs and DELETEs compare (exact types).
+KEYLESS_CONDITION_COLUMNS = ("a", "s", "v", "w")
+#: Columns added to a table without a key (``keyless_schema_change``): type and values.
+KEYLESS_ADDED = (
+    ("INT NOT NULL DEFAULT 7", ("7", "8")),
+    ("VARCHAR(8) NULL DEFAULT 'dflt'", ("NULL", "'dflt'", "'z'")),
+    ("DOUBLE NULL", ("NULL", "-0.0", "2.5")),
+)
+
+
+@dataclass
+class KeylessColumn:
+    """A column of a table without a key, as MySQL has it now, and the SQL values the generator writes."""
+
+    name: str
+    ddl: str
+    values: tuple[str, ...]
+
+
+@dataclass
+class KeylessTable:
+    """A table without a primary key or unique key: its rows are a multiset."""
+
+    name: str
+    columns: list[KeylessColumn]
+
+    @classmethod
+    def of(cls, name: str) -> KeylessTable:
+        return cls(name, [KeylessColumn(*column) for column in KEYLESS_TABLES[name]])
+
+    def ddl(self, database: str) -> str:
+        columns = ", ".join(f"{quote(c.name)} {c.ddl}" for c in self.columns)
+        return f"CREATE TABLE {quote(database)}.{quote(self.name)} ({columns})"
+
+    def row(self, rng: random.Random) -> list[str]:
+        """One row's SQL values, in column order."""
+        return [rng.choice(column.values) for column in self.columns]
+
+    def condition(self, rng: random.Random) -> str:
+        """A condition on one or two of its columns (``<=>``: NULL matches NULL), usually true of several
+        identical rows."""
+        usable = [c for c in self.columns if c.name in KEYLESS_CONDITION_COLUMNS]
+        chosen = rng.sample(usable, rng.randint(1, min(2, len(usable))))
+        return " AND ".join(f"{quote(c.name)} <=> {rng.choice(c.values)}" for c in chosen)
+
+    def statements(self, rng: random.Random, database: str, counts: OpCounts) -> list[str]:
+        """1..4 random row operations: inserts of identical rows, copies of rows it holds, and
+        ``DELETE`` / ``UPDATE ... LIMIT`` of one (or two) of several identical rows."""
+        target = f"{quote(database)}.{quote(self.name)}"
+        names = ", ".join(quote(c.name) for c in self.columns)
+        statements = []
+        for _ in range(rng.randint(1, 4)):
+            op = rng.choices(
+                ["keyless_insert", "keyless_copy", "keyless_delete_limit", "keyless_update_limit", "delete"],
+                weights=[4, 2, 3, 3, 1],
+                k=1,
+            )[0]
+            counts[op] += 1
+            if op == "keyless_insert":
+                rows = [self.row(rng) for _ in range(rng.randint(1, 3))]
+                copies = [row for row in rows for _ in range(rng.randint(1, 3))]
+                values = ", ".join("(" + ", ".join(row) + ")" for row in copies)
+                statements.append(f"INSERT INTO {target} ({names}) VALUES {values}")
+            elif op == "keyless_copy":
+                limit = rng.randint(1, 3)
+                statements.append(
+                    f"INSERT INTO {target} ({names}) SELECT {names} FROM {target} "
+                    f"WHERE {self.condition(rng)} LIMIT {limit}"
+                )
+            elif op == "keyless_delete_limit":
+                statements.append(f"DELETE FROM {target} WHERE {self.condition(rng)} LIMIT {rng.choice((1, 1, 2))}")
+            elif op == "keyless_update_limit":
+                statements.append(f"UPDATE {target} SET {self.assignment(rng)} WHERE {self.condition(rng)} LIMIT 1")
+            else:  # every copy that matches
+                statements.append(f"DELETE FROM {target} WHERE {self.condition(rng)}")
+        return statements
+
+    def assignment(self, rng: random.Random) -> str:
+        """``col = value`` for an UPDATE (a JSON column sometimes changed in place)."""
+        column = rng.choice(self.columns)
+        if column.name == "j" and rng.random() < 0.5:
+            return f"`j` = JSON_SET(COALESCE(`j`, JSON_OBJECT()), '$.k', {rng.randrange(-5, 5)})"
+        return f"{quote(column.name)} = {rng.choice(column.values)}"
+
+
 # -- the every-type table, built from the type round trip's cases -------------------------------------
 
 
@@ -464,6 +586,8 @@ class WorkloadSize:
     new_table_rows: int = 40
     #: Rows of the compressed transaction (``compressed_large_txn``).
     compressed_rows: int = 5_000
+    #: Distinct rows first inserted into each table without a key (each one up to three times).
+    keyless_rows: int = 60
 
 
 class Workload:
@@ -479,6 +603,7 @@ class Workload:
         self.rng = random.Random(seed)
         self.values = Values(self.rng)
         self.tables: list[Table] = []
+        self.keyless: list[KeylessTable] = []
         self.all_types: AllTypes | None = None
         self.types_next = 1
         self.new_tables = 0
@@ -517,13 +642,15 @@ class Workload:
             "partial_json": self._partial_json,
             "compressed_txn": self._forced_session("compressed_txn", compressed=True),
             "compressed_large_txn": self._compressed_large_transaction,
+            "keyless_identical_rows": self._keyless_identical_rows,
+            "keyless_schema_change": self._keyless_schema_change,
         }
 
     def qualified(self, table: str) -> str:
         return f"{quote(self.database)}.{quote(table)}"
 
     def table_names(self) -> list[str]:
-        names = [table.name for table in self.tables]
+        names = [table.name for table in self.tables] + [table.name for table in self.keyless]
         return [*names, "all_types"] if self.all_types else names
 
     # -- running statements ------------------------------------------------------------------------
@@ -575,6 +702,10 @@ class Workload:
                 self.operations[kind](connection, counts)
             for _ in range(self.rng.randint(1, self.size.transactions)):
                 self._random_transaction(connection, counts)
+            if window > 1 and self.rng.random() < 0.5:  # a transaction of a table without a key alone
+                table = self.rng.choice(self.keyless)
+                self._transaction(connection, table.statements(self.rng, self.database, counts), counts)
+                counts["single_table_txn"] += 1
             if window > 1 and self.rng.random() < 0.3:  # more schema changes than the scheduled ones
                 self.operations[self.rng.choice(RANDOM_SCHEMA_CHANGES)](connection, counts)
         finally:
@@ -604,6 +735,13 @@ class Workload:
             counts,
         )
         counts["all_types_write"] += 1
+        self.keyless = [KeylessTable.of(name) for name in KEYLESS_TABLES]
+        self._ddl(connection, *(table.ddl(self.database) for table in self.keyless))
+        for keyless in self.keyless:
+            distinct = [keyless.row(self.rng) for _ in range(self.size.keyless_rows)]
+            copies = [row for row in distinct for _ in range(self.rng.randint(1, 3))]
+            self._transaction(connection, [self._keyless_insert(keyless, copies)], counts)
+            counts["keyless_insert"] += 1
 
     def _types_key(self) -> int:
         key = self.types_next
@@ -749,6 +887,9 @@ class Workload:
             statements += self._table_ops(table, counts)
         if self.all_types and self.rng.random() < 0.3:
             statements += self._types_ops(counts)
+            many = True
+        if self.keyless and self.rng.random() < 0.3:
+            statements += self.rng.choice(self.keyless).statements(self.rng, self.database, counts)
             many = True
         counts["multi_table_txn" if many else "single_table_txn"] += 1
         self._transaction(connection, statements, counts)
@@ -1076,6 +1217,58 @@ class Workload:
         counts["insert"] += 1
         counts["update"] += 1
 
+    # -- tables without a key ------------------------------------------------------------------------
+
+    def _keyless_insert(self, table: KeylessTable, rows: Sequence[Sequence[str]]) -> str:
+        names = ", ".join(quote(c.name) for c in table.columns)
+        values = ", ".join("(" + ", ".join(row) + ")" for row in rows)
+        return f"INSERT INTO {self.qualified(table.name)} ({names}) VALUES {values}"
+
+    def _keyless_identical_rows(self, connection: Any, counts: OpCounts) -> None:
+        """Copies of one row inserted into a table without a key, then ``UPDATE ... LIMIT 1`` and ``DELETE
+        ... LIMIT 1`` of one of them: in one transaction, or each in its own."""
+        table = self.rng.choice(self.keyless)
+        row = table.row(self.rng)
+        # Every column but JSON (a JSON value never equals a string literal) names the copies.
+        same = " AND ".join(
+            f"{quote(c.name)} <=> {value}" for c, value in zip(table.columns, row, strict=True) if "JSON" not in c.ddl
+        )
+        target = self.qualified(table.name)
+        statements = [
+            self._keyless_insert(table, [row] * self.rng.randint(2, 4)),
+            f"UPDATE {target} SET {table.assignment(self.rng)} WHERE {same} LIMIT 1",
+            f"DELETE FROM {target} WHERE {same} LIMIT 1",
+        ]
+        if self.rng.random() < 0.5:
+            self._transaction(connection, statements, counts)
+        else:
+            for statement in statements:
+                self._transaction(connection, [statement], counts)
+        for kind in ("keyless_identical_rows", "keyless_insert", "keyless_update_limit", "keyless_delete_limit"):
+            counts[kind] += 1
+
+    def _keyless_schema_change(self, connection: Any, counts: OpCounts) -> None:
+        """A table without a key gets a column (a DEFAULT fills every copy it holds), loses an added one
+        (copies that differed only in it become identical), or is truncated; rows before and after."""
+        table = self.rng.choice(self.keyless)
+        target = self.qualified(table.name)
+        self._transaction(connection, table.statements(self.rng, self.database, counts), counts)
+        added = [c for c in table.columns if c.name not in {name for name, _, _ in KEYLESS_TABLES[table.name]}]
+        change = self.rng.choice(["add", "drop", "truncate"] if added else ["add", "truncate"])
+        if change == "add":
+            ddl, values = self.rng.choice(KEYLESS_ADDED)
+            column = KeylessColumn(self._new_column_name(), ddl, values)
+            self._ddl(connection, f"ALTER TABLE {target} ADD COLUMN {quote(column.name)} {ddl}")
+            table.columns.append(column)
+        elif change == "drop":
+            column = self.rng.choice(added)
+            self._ddl(connection, f"ALTER TABLE {target} DROP COLUMN {quote(column.name)}")
+            table.columns.remove(column)
+        else:
+            self._ddl(connection, f"TRUNCATE TABLE {target}")
+        self._transaction(connection, table.statements(self.rng, self.database, counts), counts)
+        counts["keyless_schema_change"] += 1
+
 
 # -- the concurrent writer --------------------------------------------------------------------------------
 
@@ -1098,6 +1291,7 @@ class ConcurrentWriter:
         self._error: BaseException | None = None
         # The tables (and their columns) as they are now: the main generator does not run meanwhile.
         self._tables = [t for t in workload.tables if t.name != "bulk"]
+        self._keyless = list(workload.keyless)
 
     def start(self) -> None:
         self._thread.start()
@@ -1114,6 +1308,8 @@ class ConcurrentWriter:
 
     def _statements(self) -> list[str]:
         rng, values, db = self.rng, self.values, self.workload.database
+        if self._keyless and rng.random() < 0.2:  # identical rows come and go while the snapshot reads them
+            return rng.choice(self._keyless).statements(rng, db, self.counts)
         table = rng.choice(self._tables)
         target = f"{quote(db)}.{quote(table.name)}"
         statements = []

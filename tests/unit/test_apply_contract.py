@@ -95,7 +95,7 @@ def test_text_that_is_no_json_object_is_refused() -> None:
 def test_a_report_round_trips_and_names_its_failed_tables() -> None:
     applied = TableReport("`lake`.`db`.`a`", status="applied", windows_applied=[4], rows={"c": 2, "d": 1})
     applied.state = {"pipeline": "p", "window_id": 4, "upper": f"{U}:1-9"}
-    failed = TableReport("`lake`.`db`.`b`", status="failed", error="no key", error_class="TableWithoutKeyError")
+    failed = TableReport("`lake`.`db`.`b`", status="failed", error="copy missing", error_class="TargetDivergedError")
     waiting = TableReport("`lake`.`db`.`c`", rebuild="window 4 (GTID x): a retype")
     report = ApplyReport("p", 4, 4, f"{U}:1-9", {"db.b": failed, "db.a": applied, "db.c": waiting})
     assert report.failed == ["db.b"]
