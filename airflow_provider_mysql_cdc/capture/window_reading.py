@@ -177,7 +177,7 @@ class WindowReader:
                 converter, decoder = RowConverter(specs), compile_row_decoder(table_map.columns, specs)
             except TerminalCdcError as exc:
                 self._undecodable(item, key, exc)
-            return None
+                return None
             version = TableVersion(
                 specs=specs,
                 column_ids=ids,
@@ -194,7 +194,8 @@ class WindowReader:
 
     def _undecodable(self, item: RowsEvent, key: tuple[str, str, int, int], exc: TerminalCdcError) -> None:
         """The table's rows cannot be decoded: it alone waits for a rebuild, its later row events are skipped."""
-        self._rebuild(item, f"its rows cannot be decoded ({type(exc).__name__}: {exc})")
+        if f"{item.database}.{item.table}" not in self.tracker.rebuilds_pending():
+            self._rebuild(item, f"its rows cannot be decoded ({type(exc).__name__}: {exc})")
         self.versions[key] = None
 
     def on_rotate(self) -> None:

@@ -21,12 +21,14 @@ from airflow_provider_mysql_cdc.core.chunks import (
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD
+from airflow_provider_mysql_cdc.core.staging import cdc_seq
 from airflow_provider_mysql_cdc.core.types import DECIMAL128_MAX_PRECISION, INTEGER_TYPES, ColumnSpec
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MissingPrivilegeError,
     MySqlQueryError,
+    TerminalCdcError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
@@ -170,7 +172,7 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
             log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
         fresh_plans: dict[str, tuple[SnapshotChunk, ...]] = {}
         if snapshot is None:
-            decided = _new_snapshot(request, connection, source, store)
+            decided = _new_snapshot(request, connection, source, store, str(server.gtid_executed))
             if decided is None:
                 return SnapshotPlan(request.pipeline, None, (), ())
             snapshot, fresh_plans = decided
@@ -197,6 +199,7 @@ def _new_snapshot(
     connection: pymysql.connections.Connection[Any],
     source: MySqlConnectionConfig,
     store: FrontierStore,
+    gtid_executed: str,
 ) -> tuple[SnapshotRecord, dict[str, tuple[SnapshotChunk, ...]]] | None:
     existing = selected_tables(connection, source, request.tables)
     again = TableSelection.of(request.resnapshot) if request.resnapshot else None
@@ -218,6 +221,12 @@ def _new_snapshot(
         return None
     # Missing privileges and plans too big for Airflow's mapping are refused before anything is recorded.
     _require_snapshot_privileges(connection, source, tables)
+    unreadable = _unreadable_tables(connection, source, tables)
+    if unreadable:
+        _leave_waiting(request, store, unreadable, gtid_executed)
+        tables = [name for name in tables if name not in unreadable]
+        if not tables:
+            return None
     plans = {name: _plan_table(request, connection, source, name) for name in tables}
     total = sum(len(chunks) for chunks in plans.values())
     if total > request.max_chunks:
@@ -237,6 +246,42 @@ def _new_snapshot(
         record.handoff_window,
     )
     return record, plans
+
+
+def _unreadable_tables(
+    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
+) -> dict[str, str]:
+    """``db.table`` -> why, for each table whose columns cannot be staged (for example a character set
+    Python has no codec for). Those tables wait alone; the others are snapshotted."""
+    unreadable: dict[str, str] = {}
+    for table_name in tables:
+        try:
+            column_specs_from_information_schema(connection, source, *split_table_name(table_name))
+        except (MySqlQueryError, ConfigurationError):
+            raise
+        except TerminalCdcError as exc:
+            unreadable[table_name] = f"{type(exc).__name__}: {exc}"
+    return unreadable
+
+
+def _leave_waiting(request: SnapshotRequest, store: FrontierStore, unreadable: Mapping[str, str], gtid: str) -> None:
+    """Record each unreadable table as waiting for a rebuild from the hand-off window on. Capture does not
+    stage its changes, the apply reports it, and a later snapshot takes it once it can be read."""
+    handoff = _handoff_window(store, request.pipeline)
+    for table_name, why in unreadable.items():
+        retry = (
+            "the next run's snapshot takes it"
+            if request.schema_change_policy == SCHEMA_CHANGE_REBUILD
+            else f"then snapshot it again with resnapshot=[{table_name!r}]"
+        )
+        reason = (
+            f"the snapshot of run {request.run_id!r} cannot read it ({why}). Its changes are not replicated "
+            f"and the other tables go on. Fix the table (for a character set: convert the column, for "
+            f"example to utf8mb4); {retry}"
+        )
+        log.warning("pipeline %s: %s is left out of the snapshot: %s", request.pipeline, table_name, reason)
+        # Just before the hand-off window's first change: a later snapshot's tracked schema settles it.
+        store.record_rebuild_request(request.pipeline, table_name, handoff - 1, cdc_seq(handoff, 0) - 1, gtid, reason)
 
 
 def _pending_rebuilds(request: SnapshotRequest, store: FrontierStore, existing: Sequence[str]) -> dict[str, str]:

@@ -284,8 +284,6 @@ def test_the_issues_cases_through_the_example_dag(
 
 
 NO_KEY_DATABASE = "ex_dag_issue_18_no_key"
-#: What the verify task's Spark job prints when it is asked to verify a table without key columns.
-VERIFY_WITHOUT_KEY = "The `xxhash64` requires > 0 parameters"
 
 
 def test_dropping_the_primary_key_rebuilds_that_table_then_follows_it_without_a_key(
@@ -300,9 +298,8 @@ def test_dropping_the_primary_key_rebuilds_that_table_then_follows_it_without_a_
     2 succeeds: its apply stops nothing, it reports the table waiting for a rebuild and leaves its
     target as run 1 wrote it (not the one row the issue saw). Run 3's snapshot reads the table again, as
     a table without a key, and the target equals MySQL; run 4 takes identical rows that ``DELETE`` and
-    ``UPDATE ... LIMIT 1`` change one copy at a time, and the target equals MySQL again. Every task but
-    ``verify`` succeeds in every run; ``verify`` cannot verify a table without a key yet, and the test is
-    an expected failure while that is the only thing that fails."""
+    ``UPDATE ... LIMIT 1`` change one copy at a time, and the target equals MySQL again. Every task,
+    ``verify`` included (it compares the table without a key as a multiset), succeeds in every run."""
     _forget_earlier_runs()
     table = f"{NO_KEY_DATABASE}.t"
     mysql_server.execute(
@@ -316,22 +313,15 @@ def test_dropping_the_primary_key_rebuilds_that_table_then_follows_it_without_a_
     conf = {"pipeline": NO_KEY_DATABASE, "staging_uri": str(staging), "cutoff": "catch_up", "warehouse": str(warehouse)}
     conn = mysql_server.airflow_conn_json()
 
-    #: Runs whose verify task failed because it cannot verify a table without a key (see the end).
-    verify_failed: list[str] = []
-
     def run(label: str) -> Any:
         capfd.readouterr()
         done = _run_example(monkeypatch, conn, [f"{NO_KEY_DATABASE}.*"], **conf)
         printed = capfd.readouterr()
         output = printed.out + printed.err
         states = {task: state for (task, _), state in _states(done).items()}
-        pipeline_states = {task: state for task, state in states.items() if task != "verify"}
-        assert set(pipeline_states.values()) <= {"success", "skipped"}, (label, states, _printed_errors(output))
-        assert pipeline_states["apply"] == "success", (label, states)
+        assert set(states.values()) <= {"success", "skipped"}, (label, states, _printed_errors(output))
+        assert states["apply"] == states["verify"] == "success", (label, states)
         assert _apply_errors(staging, done.run_id, NO_KEY_DATABASE) == {}, label
-        if states["verify"] != "success":
-            assert VERIFY_WITHOUT_KEY in output, (label, states, _printed_errors(output))
-            verify_failed.append(label)
         return done
 
     def target_rows() -> list[tuple[Any, ...]]:
@@ -372,8 +362,3 @@ def test_dropping_the_primary_key_rebuilds_that_table_then_follows_it_without_a_
     assert comparison.equal, comparison.describe(limit=8)
     assert target_rows() == mysql_rows()
     assert sorted(set(mysql_rows())) != mysql_rows()  # identical rows, each copy in the target
-    if verify_failed:
-        pytest.xfail(
-            f"the example DAG's verify task fails in {verify_failed}: it cannot verify a table without a key "
-            "(verify/spark_checks.with_ranges hashes the key columns, and the table has none)"
-        )

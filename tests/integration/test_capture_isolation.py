@@ -45,3 +45,47 @@ def test_a_table_in_a_character_set_python_cannot_decode_waits_alone(
         (2, 20),
     ]
     assert sum(f.rows for f in manifest.files if f.table == "odd") == 0
+
+
+def test_a_table_the_snapshot_cannot_read_waits_alone_until_fixed(
+    mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    """A selected table in ``swe7`` before the first snapshot: the snapshot leaves it out, the windows
+    leave its changes out and name it as waiting for a rebuild with the reason, and the other table is
+    snapshotted and captured. Once its column is converted, the next snapshot takes it."""
+    database = f"{DB}_planned"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {database}",
+        f"CREATE DATABASE {database}",
+        f"CREATE TABLE {database}.good (id INT PRIMARY KEY, v INT)",
+        f"CREATE TABLE {database}.odd (id INT PRIMARY KEY, s VARCHAR(10) CHARACTER SET swe7)",
+        f"INSERT INTO {database}.good VALUES (1, 10)",
+        f"INSERT INTO {database}.odd VALUES (1, 'abc')",
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, database, TableSelection.of(f"{database}.*"))
+    plan = pipeline.plan("run-1")
+    assert plan.tables == (f"{database}.good",)
+    pipeline.snapshot("run-1")
+    assert plan.snapshot_id is not None
+    assert [(r["id"], r["v"]) for r in pipeline.snapshot_rows(plan.snapshot_id, f"{database}.good")] == [(1, 10)]
+    mysql_server.execute(
+        f"INSERT INTO {database}.odd VALUES (2, 'def')",
+        f"INSERT INTO {database}.good VALUES (2, 20)",
+    )
+    result = pipeline.capture("run-1")
+    manifest = Staging(str(pipeline.staging), pipeline.name).read_window_manifest(result.window_id)
+    assert manifest is not None
+    assert list(manifest.rebuilds_pending) == [f"{database}.odd"]
+    assert "swe7" in manifest.rebuilds_pending[f"{database}.odd"]
+    assert not [f for f in manifest.files if f.table == "odd"]
+    assert [(r["id"], r["v"]) for r in pipeline.window_rows(result.window_id, f"{database}.good")] == [(2, 20)]
+
+    mysql_server.execute(f"ALTER TABLE {database}.odd MODIFY s VARCHAR(10) CHARACTER SET utf8mb4")
+    again = pipeline.plan("run-2")
+    assert again.tables == (f"{database}.odd",)
+    pipeline.snapshot("run-2")
+    assert again.snapshot_id is not None
+    assert sorted((r["id"], r["s"]) for r in pipeline.snapshot_rows(again.snapshot_id, f"{database}.odd")) == [
+        (1, "abc"),
+        (2, "def"),
+    ]
