@@ -120,26 +120,26 @@ class MultisetSql:
             f"JOIN ({self.deficits()}) d ON {self._keys_match('t', 'd')}"
         )
 
-    def shortfalls(self, overrides: Mapping[str, str]) -> str:
+    def shortfalls(self, candidates: str) -> str:
         """Deficits the target cannot meet: fewer copies than needed, or copies a MERGE cannot tell
-        apart. Empty when the step is exact."""
+        apart. Empty when the step is exact. ``candidates``: a view of :meth:`candidates`."""
         return (
             f"SELECT d.`__cdc_needed` AS needed, COALESCE(c.available, 0) AS available, "
             "COALESCE(c.ambiguous, 0) AS ambiguous, d.`__cdc_gtid` AS gtid "
             f"FROM ({self.deficits()}) d LEFT JOIN ("
             f"SELECT {self._key_names()}, MAX(`__cdc_available`) AS available, "
             "MAX(CASE WHEN `__cdc_rank` <= `__cdc_needed` AND `__cdc_same_seq` > 1 THEN 1 ELSE 0 END) AS ambiguous "
-            f"FROM ({self.candidates(overrides)}) GROUP BY {self._key_names()}"
+            f"FROM {candidates} GROUP BY {self._key_names()}"
             f") c ON {self._keys_match('d', 'c')} "
             "WHERE COALESCE(c.available, 0) < d.`__cdc_needed` OR COALESCE(c.ambiguous, 0) = 1"
         )
 
-    def deletes(self, columns: Sequence[str], overrides: Mapping[str, str]) -> str:
-        """The target copies a window takes away, as the target has them (``_cdc_op`` ``d``)."""
+    @staticmethod
+    def deletes(columns: Sequence[str], candidates: str) -> str:
+        """The target copies a window takes away, as the target has them (``_cdc_op`` ``d``).
+        ``candidates``: a view of :meth:`candidates`."""
         names = ", ".join(quote(c) for c in columns)
-        return (
-            f"SELECT {names}, 'd' AS `_cdc_op` FROM ({self.candidates(overrides)}) WHERE `__cdc_rank` <= `__cdc_needed`"
-        )
+        return f"SELECT {names}, 'd' AS `_cdc_op` FROM {candidates} WHERE `__cdc_rank` <= `__cdc_needed`"
 
     def copy_match(self, target: str = "t", source: str = "s") -> str:
         """The MERGE's ``ON``: a ``d`` source row is the target copy with its ``_cdc_seq`` and identity

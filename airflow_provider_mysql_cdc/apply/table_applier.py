@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +83,15 @@ log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 
 #: How often a table is re-planned after a commit lost to a concurrent writer.
 MAX_CONFLICT_RETRIES = 5
+
+
+def _as_target_column(staged_names: Mapping[str, str], column: str, type_text: str) -> Column:
+    """A staged column (``staged_names``: lower-case name -> staged name) as the target's column of type
+    ``type_text`` (NULL when not staged)."""
+    from pyspark.sql import functions as F
+
+    name = staged_names.get(column.lower())
+    return (F.lit(None) if name is None else F.col(quote(name))).cast(type_text).alias(column)
 
 
 @dataclass(frozen=True)
@@ -355,9 +364,7 @@ class TableApplier:
         source_names = {f.name.lower(): f.name for f in source.schema.fields}
 
         def projected(column: str, type_text: str) -> Column:
-            """A staged column as the target's column of type ``type_text`` (NULL when not staged)."""
-            name = source_names.get(column.lower())
-            return (F.lit(None) if name is None else F.col(quote(name))).cast(type_text).alias(column)
+            return _as_target_column(source_names, column, type_text)
 
         window_changes = staged.changes
         replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
@@ -434,10 +441,7 @@ class TableApplier:
 
         target_columns = self._columns(self.target)
         names = {f.name.lower(): f.name for f in staged.frame.schema.fields}
-        projected = [
-            (F.col(quote(names[c.lower()])) if c.lower() in names else F.lit(None)).cast(t).alias(c)
-            for c, t in target_columns
-        ]
+        projected = [_as_target_column(names, c, t) for c, t in target_columns]
         tag = abs(hash((self.target, step.describe()))) % 10**9
         view, target_view = f"cdc_rows_{tag}", f"cdc_target_{tag}"
         staged.frame.select(*projected, F.col(OP_COLUMN)).createOrReplaceTempView(view)
@@ -447,11 +451,10 @@ class TableApplier:
         overrides = backfill_expressions(backfills, {c.lower(): t for c, t in target_columns}, args)
         return view, target_view, overrides
 
-    def _multiset_shortfalls(
-        self, step: TableStep, sql: MultisetSql, overrides: dict[str, str], args: dict[str, Any]
-    ) -> None:
-        """Raise :class:`TargetDivergedError` when the target cannot give up the copies the step takes."""
-        found = self.spark.sql(sql.shortfalls(overrides), args=args or None).limit(3).collect()
+    def _multiset_shortfalls(self, step: TableStep, sql: MultisetSql, candidates: str) -> None:
+        """Raise :class:`TargetDivergedError` when the target cannot give up the copies the step takes
+        (``candidates``: the view of the target's candidate copies)."""
+        found = self.spark.sql(sql.shortfalls(candidates)).limit(3).collect()
         if not found:
             return
         detail = "; ".join(
@@ -510,11 +513,6 @@ class TableApplier:
         if takes_away and replace_rest:
             self._require_no_deficit(step, sql, "after the table was emptied")
             takes_away = False
-        elif takes_away:
-            self._multiset_shortfalls(step, sql, overrides, args)
-        source = sql.inserts(columns)
-        if takes_away:
-            source = f"{source} UNION ALL {sql.deletes(columns, overrides)}"
         untouched = ""
         if replace_rest:
             untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
@@ -523,16 +521,47 @@ class TableApplier:
             untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {settings}"
         names = ", ".join(quote(c) for c in columns)
         values = ", ".join(f"s.{quote(c)}" for c in columns)
-        statement = (
-            f"MERGE INTO {self.target} t USING ({source}) s ON {sql.copy_match()} "
-            "WHEN MATCHED THEN DELETE "
-            f"WHEN NOT MATCHED AND s.{OP_COLUMN} = 'c' THEN INSERT ({names}) VALUES ({values})" + untouched
-        )
+        source, on = sql.inserts(columns), sql.copy_match()
+        candidates_view = f"{view}_candidates"
+        candidates: DataFrame | None = None
         try:
+            if takes_away:
+                # The target's copies of the touched rows, read once: for the check and for the MERGE.
+                candidates = self.spark.sql(sql.candidates(overrides), args=args or None).cache()
+                candidates.createOrReplaceTempView(candidates_view)
+                self._multiset_shortfalls(step, sql, candidates_view)
+                source = f"{source} UNION ALL {sql.deletes(columns, candidates_view)}"
+                if not untouched:  # only the copies taken away match: the target's scan keeps their _cdc_seq
+                    on += self._copy_filter(sql.deletes(["_cdc_seq"], candidates_view), args)
+            adds = any(f.op_counts.get("c") or f.op_counts.get("r") for f in staged.files)
+            if adds and not takes_away and not untouched:  # only new copies: an append, the target is not read
+                statement = f"INSERT INTO {self.target} ({names}) SELECT {names} FROM ({source})"
+            else:
+                statement = (
+                    f"MERGE INTO {self.target} t USING ({source}) s ON {on} "
+                    "WHEN MATCHED THEN DELETE "
+                    f"WHEN NOT MATCHED AND s.{OP_COLUMN} = 'c' THEN INSERT ({names}) VALUES ({values})" + untouched
+                )
             with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement, args=args or None))
         finally:
+            if candidates is not None:
+                self.spark.catalog.dropTempView(candidates_view)
+                candidates.unpersist()
             self.spark.catalog.dropTempView(view)
             self.spark.catalog.dropTempView(target_view)
+
+    def _copy_filter(self, taken: str, args: dict[str, Any]) -> str:
+        """`` AND`` a :class:`KeyFilter` on the target's ``_cdc_seq`` that every copy ``taken`` (a query of
+        their ``_cdc_seq``) passes, so the MERGE shuffles those copies, not the whole target; "" when
+        they are too many for a filter (``args`` gets its parameter)."""
+        from pyspark.sql import functions as F
+
+        copies = self.spark.sql(taken).select(F.xxhash64(F.col("_cdc_seq")))
+        key_filter = KeyFilter.of_hashes({int(row[0]) for row in copies.collect()})
+        if key_filter is None:
+            return ""
+        args[KeyFilter.PARAMETER] = key_filter.parameter()
+        return f" AND ({key_filter.condition('t', ['_cdc_seq'])})"
 
     def _replace(self, step: TableStep, source: DataFrame, properties: dict[str, str]) -> None:
         """Replace the target, schema and rows, by the step's rows in one commit (``CREATE OR REPLACE

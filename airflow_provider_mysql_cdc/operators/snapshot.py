@@ -111,8 +111,9 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
     :param exclude_tables: patterns to exclude.
     :param resnapshot: ``database.table`` names or glob patterns to snapshot again; each must match a
         selected table.
-    :param key_columns: ``{"database.table": ["col", ...]}``: columns that identify the rows of tables
-        without a primary key or unique NOT NULL key.
+    :param key_columns: ``{"database.table": ["col", ...]}``: columns that cut a table without a primary
+        key or unique NOT NULL key into chunks (without them it is one chunk). They need not identify
+        rows: such a table is replicated as a multiset of rows either way.
     :param chunk_rows: about this many rows per chunk (one mapped task each).
     :param schema_change_policy: ``rebuild`` (default): tables a window left waiting for a rebuild (a
         change their target could not follow exactly) are snapshotted again in this run; ``stop``: only

@@ -41,7 +41,8 @@ class MySqlCdcVerifyOperator(BaseOperator):
         reported in the XCom.
     :param catalog, warehouse, catalog_conf, target_template: the targets, as for ``SparkApplyOperator``.
     :param scratch_uri: staging URI for the throwaway snapshot and window (default: a local temp dir).
-    :param key_columns: key columns of tables without a primary key, as for the snapshot.
+    :param key_columns: columns that cut tables without a key into snapshot chunks, as for the snapshot
+        (such a table is compared as a multiset: distinct rows and their copy counts).
     :param replica_server_id: server id of the verification's binlog reader (not the capture's).
     :param spark_master, jars, packages, spark_conf: the Spark session (Iceberg runtime: ``jars`` paths
         or ``packages`` Maven coordinates, default the Iceberg runtime package; ``jars`` may be one

@@ -97,12 +97,15 @@ def find_key_columns(
     return ()
 
 
-def _chunkable(specs: Sequence[ColumnSpec], key_columns: Sequence[str]) -> bool:
+def _chunkable(table_name: str, specs: Sequence[ColumnSpec], key_columns: Sequence[str]) -> bool:
     by_name = {spec.name: spec for spec in specs}
     for column in key_columns:
         spec = by_name.get(column)
         if spec is None:
-            raise ConfigurationError(f"key column {column!r} is not a column of the table")
+            raise ConfigurationError(
+                f"key_columns for {table_name} name {column!r}, which is not a column of the table "
+                f"(columns: {', '.join(by_name)}); fix key_columns, or leave the table out of it"
+            )
         chunkable = spec.mysql_type in _CHUNKABLE_TYPES or (
             spec.mysql_type == "decimal" and (spec.precision or 0) <= DECIMAL128_MAX_PRECISION
         )
@@ -124,7 +127,7 @@ def plan_table_chunks(
         log.info("%s has no primary key or unique NOT NULL key: it is read as one chunk", table_name)
         return plan_snapshot_chunks(database, table, (), [])
     specs = column_specs_from_information_schema(connection, source, database, table)
-    if not _chunkable(specs, key_columns):
+    if not _chunkable(table_name, specs, key_columns):
         log.info("%s: key %s has a type chunks cannot split on; the table is one chunk", table_name, key_columns)
         return plan_snapshot_chunks(database, table, key_columns, [])
     boundaries: list[Key] = []

@@ -44,8 +44,8 @@ class SnapshotRequest:
     tables: TableSelection = field(default_factory=TableSelection)
     #: ``db.table`` names (or ``fnmatch`` patterns) to snapshot again even though they were before.
     resnapshot: tuple[str, ...] = ()
-    #: Key columns for tables without a primary key or unique NOT NULL key: ``{"db.table": ["a", "b"]}``.
-    #: The named columns must identify rows (the apply merges on them).
+    #: Columns that cut a table without a primary key or unique NOT NULL key into chunks:
+    #: ``{"db.table": ["a", "b"]}``. They need not identify rows (such a table is a multiset of rows).
     key_columns: Mapping[str, Sequence[str]] = field(default_factory=dict)
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     fetch_rows: int = DEFAULT_FETCH_ROWS

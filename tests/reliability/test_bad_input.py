@@ -557,7 +557,7 @@ def test_a_pattern_that_matches_nothing_yet_is_accepted(mysql_server: MySqlTestS
 @pytest.mark.parametrize(
     ("named", "expected"),
     [
-        (["a", "nope"], "key column 'nope' is not a column of the table"),
+        (["a", "nope"], "key_columns for {table} name 'nope', which is not a column of the table"),
         ([], "key_columns for {table} must be a non-empty list of column names"),
     ],
     ids=["unknown_column", "empty_list"],
