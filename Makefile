@@ -9,13 +9,13 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo reliability bench-capture bench-snapshot bench-apply bench-e2e constraints clean
+.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e constraints clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-e2e | constraints | clean"
+	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | constraints | clean"
 
 venv: $(VENV)/.installed
 
@@ -88,6 +88,13 @@ BENCH_APPLY_CHANGES ?= 10000
 bench-apply: venv mysql-install jars
 	$(PY) benchmarks/apply.py --small-rows $(BENCH_APPLY_SMALL_ROWS) --large-rows $(BENCH_APPLY_LARGE_ROWS) \
 		--changes $(BENCH_APPLY_CHANGES)
+
+# Apply of a table without a key against a keyed one of the same size, the same window on both (own
+# MySQL instance, local Spark); last line: apply_keyless rows=<n> changes=<n> keyed_s= keyless_s= ratio=
+BENCH_KEYLESS_ROWS ?= 1000000
+BENCH_KEYLESS_CHANGES ?= 10000
+bench-apply-keyless: venv mysql-install jars
+	$(PY) benchmarks/apply_keyless.py --rows $(BENCH_KEYLESS_ROWS) --changes $(BENCH_KEYLESS_CHANGES) --rounds 6
 
 # End to end: one `airflow dags test` run of the example DAG over a window of BENCH_E2E_CHANGES changes
 # (Airflow on SQLite, own MySQL instance, local Spark), time split by task; last line:
