@@ -225,11 +225,10 @@ def _new_snapshot(
     # Missing privileges and plans too big for Airflow's mapping are refused before anything is recorded.
     _require_snapshot_privileges(connection, source, tables)
     unreadable = _unreadable_tables(connection, source, tables)
-    if unreadable:
+    tables = [name for name in tables if name not in unreadable]
+    if not tables:
         _leave_waiting(request, store, unreadable, gtid_executed)
-        tables = [name for name in tables if name not in unreadable]
-        if not tables:
-            return None
+        return None
     plans = {name: _plan_table(request, connection, source, name) for name in tables}
     total = sum(len(chunks) for chunks in plans.values())
     if total > request.max_chunks:
@@ -240,6 +239,7 @@ def _new_snapshot(
             f"{request.max_chunks} (Airflow's [core] max_map_length); raise chunk_rows to at least "
             f"{request.chunk_rows * -(-total // request.max_chunks)}"
         )
+    _leave_waiting(request, store, unreadable, gtid_executed)
     record = store.plan_snapshot(request.pipeline, request.run_id, tables, _handoff_window(store, request.pipeline))
     log.info(
         "pipeline %s: snapshot %s of %s (capture hands off from window %s)",
