@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -62,6 +63,24 @@ def iceberg_table_asset(target: str) -> Asset:
     """
     parts = [part.replace("``", "`") for part in re.findall(r"`((?:[^`]|``)*)`", target)] or target.split(".")
     return Asset(name=".".join(parts), uri="iceberg://" + "/".join(parts))
+
+
+#: Prefixes of the worker's environment variables that the apply job is not given: Airflow's
+#: connections, variables and settings. They can hold passwords, keys and database URLs, and the job
+#: needs none of them.
+WITHHELD_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__")
+#: Other variables the job is not given (the MySQL client's password).
+WITHHELD_NAMES = frozenset({"MYSQL_PWD"})
+
+
+def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment as spark-submit gets it: without Airflow's connections, variables and
+    settings, and without ``MYSQL_PWD``."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(WITHHELD_PREFIXES) and name not in WITHHELD_NAMES
+    }
 
 
 class SparkApplyOperator(SparkSubmitOperator):
@@ -211,10 +230,16 @@ class SparkApplyOperator(SparkSubmitOperator):
         if not self.jars and not self.packages:
             self.packages = ICEBERG_PACKAGE
         master = str(self._get_hook()._connection["master"])
+        environment = job_environment(os.environ)
         if master.startswith("local"):
-            self.env_vars = {**self._local_env(), **(self.env_vars or {})}
+            # Given to the process here, not as the hook's env_vars: the hook would add them to a copy
+            # of the whole worker environment, secrets included.
+            environment.update({**self._local_env(), **(self.env_vars or {})})
+            self.env_vars = None
         self._size_memory(staging, master, spec)
         self._hook = self._get_hook()
+        # With env_vars on a cluster master the hook still starts from the worker's environment.
+        self._hook.submit = functools.partial(self._hook.submit, env=environment)  # type: ignore[method-assign]
         try:
             super().execute(context)
         except Exception as exc:

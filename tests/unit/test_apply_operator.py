@@ -121,3 +121,26 @@ def test_the_apply_emits_through_an_asset_alias_and_skips_spark_without_a_window
     # No window (the capture found the run's interval covered): no spark-submit, an empty report.
     assert operator.execute({"run_id": "r"})["tables"] == {}
     assert SparkApplyOperator(task_id="a", pipeline="p", staging_uri="/s", windows=1, asset_alias=None).outlets == []
+
+
+def test_the_apply_job_gets_no_airflow_connection_variable_or_setting() -> None:
+    """Connections, variables and settings of the worker (which can hold passwords) are withheld from
+    spark-submit; everything else it may need is passed on."""
+    from airflow_provider_mysql_cdc.operators.apply import job_environment
+
+    worker = {
+        "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": "mysql://cdc:secret@db:3306",
+        "AIRFLOW_VAR_API_TOKEN": "token",
+        "AIRFLOW__CORE__FERNET_KEY": "key",
+        "MYSQL_PWD": "secret",
+        "PATH": "/usr/bin",
+        "JAVA_HOME": "/usr/lib/jvm/java-17",
+        "AWS_SECRET_ACCESS_KEY": "for the warehouse",
+        "AIRFLOW_HOME": "/opt/airflow",
+    }
+    assert job_environment(worker) == {
+        "PATH": "/usr/bin",
+        "JAVA_HOME": "/usr/lib/jvm/java-17",
+        "AWS_SECRET_ACCESS_KEY": "for the warehouse",
+        "AIRFLOW_HOME": "/opt/airflow",
+    }
