@@ -170,20 +170,28 @@ def insert_statement(table: str, first: int, last: int) -> str:
     )
 
 
-def load(admin: MySqlConnectionConfig, table: str, rows: int) -> float:
-    """Create the table and fill it with ids 1..rows (no binlog); returns seconds."""
-    execute(admin, CREATE_TABLE.format(table=table))
-    started = time.perf_counter()
+def fill(admin: MySqlConnectionConfig, table: str, ids: int, *then: str) -> None:
+    """Insert ids 1..ids into ``table``, run the statements ``then`` in the same session (no binlog for
+    any of them), then ANALYZE the table."""
     connection = pymysql.connect(**admin.pymysql_kwargs(), autocommit=True)
     try:
         with connection.cursor() as cursor:
             cursor.execute("SET SESSION sql_log_bin = 0")
-            for first in range(1, rows + 1, ROWS_PER_STATEMENT):
-                cursor.execute(insert_statement(table, first, min(first + ROWS_PER_STATEMENT - 1, rows)))
+            for first in range(1, ids + 1, ROWS_PER_STATEMENT):
+                cursor.execute(insert_statement(table, first, min(first + ROWS_PER_STATEMENT - 1, ids)))
+            for statement in then:
+                cursor.execute(statement)
             cursor.execute(f"ANALYZE TABLE {table}")
             cursor.fetchall()
     finally:
         connection.close()
+
+
+def load(admin: MySqlConnectionConfig, table: str, rows: int) -> float:
+    """Create the table and fill it with ids 1..rows (no binlog); returns seconds."""
+    execute(admin, CREATE_TABLE.format(table=table))
+    started = time.perf_counter()
+    fill(admin, table, rows)
     count = int(execute(admin, f"SELECT COUNT(*) FROM {table}")[0][0])
     if count != rows:
         raise BenchmarkError(f"the load left {count} rows in {table}, expected {rows}")

@@ -76,13 +76,13 @@ from apply import (  # type: ignore[import-not-found, unused-ignore]
     CREATE_TABLE,
     DEFAULT_WARMUP_CHANGES,
     LOCAL_SETTINGS,
-    ROWS_PER_STATEMENT,
     STAGE_METHODS,
     UPDATE_SET,
     Keys,
     Pipeline,
     apply_window,
     change_statements,
+    fill,
     iceberg_figures,
     insert_statement,
     last_commit,
@@ -134,26 +134,15 @@ def keyless_ddl(table: str) -> str:
 def load_keyless(admin: MySqlConnectionConfig, table: str, rows: int) -> tuple[int, float]:
     """Create the keyless table: ids 1..U once, every DUPLICATE_EVERY-th id up to rows/10 of them twice
     (no binlog); returns (the number of ids with two copies, seconds)."""
-    import pymysql
-
     duplicated = rows // 10
     unique_ids = rows - duplicated
     execute(admin, keyless_ddl(table))
     started = time.perf_counter()
-    connection = pymysql.connect(**admin.pymysql_kwargs(), autocommit=True)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SET SESSION sql_log_bin = 0")
-            for first in range(1, unique_ids + 1, ROWS_PER_STATEMENT):
-                cursor.execute(insert_statement(table, first, min(first + ROWS_PER_STATEMENT - 1, unique_ids)))
-            cursor.execute(
-                f"INSERT INTO {table} SELECT * FROM {table} "
-                f"WHERE id % {DUPLICATE_EVERY} = 0 AND id <= {DUPLICATE_EVERY * duplicated}"
-            )
-            cursor.execute(f"ANALYZE TABLE {table}")
-            cursor.fetchall()
-    finally:
-        connection.close()
+    second_copies = (
+        f"INSERT INTO {table} SELECT * FROM {table} WHERE id % {DUPLICATE_EVERY} = 0 "
+        f"AND id <= {DUPLICATE_EVERY * duplicated}"
+    )
+    fill(admin, table, unique_ids, second_copies)
     count, distinct = execute(admin, f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}")[0]
     if int(count) != rows or int(distinct) != unique_ids:
         raise BenchmarkError(f"the load left {count} rows ({distinct} ids) in {table}, expected {rows} ({unique_ids})")

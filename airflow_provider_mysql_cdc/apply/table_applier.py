@@ -286,6 +286,19 @@ class TableApplier:
     def _columns(self, name: str) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
 
+    def _view_name(self, prefix: str, step: TableStep) -> str:
+        """A temporary view's name for one step of this target."""
+        return f"{prefix}_{abs(hash((self.target, step.describe()))) % 10**9}"
+
+    @staticmethod
+    def _replaces_rest(step: TableStep, staged: _StepSource) -> bool:
+        """Whether the step's rows replace every row of the target it does not change (a snapshot
+        re-load, a TRUNCATE or a re-created table in the window)."""
+        changes = staged.changes
+        return (isinstance(step, LoadSnapshotChunks) and step.replace) or (
+            changes is not None and changes.replaces_rows
+        )
+
     def _table_properties(self) -> str:
         """The ``TBLPROPERTIES`` of a target the apply creates."""
         return ", ".join(f"'{k}' = '{v}'" for k, v in {**TARGET_PROPERTIES, "cdc.source": self.table_name}.items())
@@ -367,9 +380,7 @@ class TableApplier:
             return _as_target_column(source_names, column, type_text)
 
         window_changes = staged.changes
-        replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
-            window_changes is not None and window_changes.replaces_rows
-        )
+        replace_rest = self._replaces_rest(step, staged)
         backfills = () if window_changes is None or replace_rest else window_changes.backfills
         temporal = temporal_keys(source, keys)
         on = key_match(keys, temporal)
@@ -403,7 +414,7 @@ class TableApplier:
         elif backfills:
             settings = [f"t.{quote(b.column)} = {backfilled[b.column.lower()]}" for b in backfills]
             untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
-        view = f"cdc_apply_{abs(hash((self.target, step.describe()))) % 10**9}"
+        view = self._view_name("cdc_apply", step)
         statement = (
             f"MERGE INTO {self.target} t USING {view} s ON {on} "
             f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
@@ -432,22 +443,25 @@ class TableApplier:
             )
 
     def _multiset_views(
-        self, step: TableStep, staged: _StepSource, args: dict[str, Any]
+        self,
+        step: TableStep,
+        staged: _StepSource,
+        target_columns: Sequence[tuple[str, str]],
+        replace_rest: bool,
+        args: dict[str, Any],
     ) -> tuple[str, str, dict[str, str]]:
         """Temporary views of the step's rows (as the target's columns, plus ``_cdc_op``) and of the
         target, and the identity overrides: a column the window adds holds, in every row the target
         has, the value MySQL gave it (``args`` gets the values)."""
         from pyspark.sql import functions as F
 
-        target_columns = self._columns(self.target)
         names = {f.name.lower(): f.name for f in staged.frame.schema.fields}
         projected = [_as_target_column(names, c, t) for c, t in target_columns]
-        tag = abs(hash((self.target, step.describe()))) % 10**9
-        view, target_view = f"cdc_rows_{tag}", f"cdc_target_{tag}"
+        view, target_view = self._view_name("cdc_rows", step), self._view_name("cdc_target", step)
         staged.frame.select(*projected, F.col(OP_COLUMN)).createOrReplaceTempView(view)
         self.spark.table(self.target).createOrReplaceTempView(target_view)
         changes = staged.changes
-        backfills = () if changes is None or changes.replaces_rows else changes.backfills
+        backfills = () if changes is None or replace_rest else changes.backfills
         overrides = backfill_expressions(backfills, {c.lower(): t for c, t in target_columns}, args)
         return view, target_view, overrides
 
@@ -475,7 +489,7 @@ class TableApplier:
         frame = staged.frame.drop(PARTIAL_COLUMN)
         columns = [f.name for f in frame.schema.fields if f.name != OP_COLUMN]
         identity = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields if f.name != OP_COLUMN]
-        view = f"cdc_rows_{abs(hash((self.target, step.describe()))) % 10**9}"
+        view = self._view_name("cdc_rows", step)
         frame.createOrReplaceTempView(view)
         sql = MultisetSql(identity_columns(identity, columns), view, "")
         try:
@@ -501,14 +515,11 @@ class TableApplier:
         does not touch (a TRUNCATE's or a snapshot's replacement, columns it adds) go into the same
         commit."""
         args: dict[str, Any] = {}
-        view, target_view, overrides = self._multiset_views(step, staged, args)
         target_columns = self._columns(self.target)
+        replace_rest = self._replaces_rest(step, staged)
+        view, target_view, overrides = self._multiset_views(step, staged, target_columns, replace_rest, args)
         sql = MultisetSql(identity_columns(target_columns, staged.frame.columns), view, target_view)
         columns = [c for c, _ in target_columns]
-        changes = staged.changes
-        replace_rest = (isinstance(step, LoadSnapshotChunks) and step.replace) or (
-            changes is not None and changes.replaces_rows
-        )
         takes_away = any(f.op_counts.get("d") for f in staged.files)
         if takes_away and replace_rest:
             self._require_no_deficit(step, sql, "after the table was emptied")
@@ -569,7 +580,7 @@ class TableApplier:
         from pyspark.sql import functions as F
 
         columns = [c for c in source.columns if c not in (OP_COLUMN, PARTIAL_COLUMN)]
-        view = f"cdc_replace_{abs(hash((self.target, step.describe()))) % 10**9}"
+        view = self._view_name("cdc_replace", step)
         source.where(F.col(OP_COLUMN) != F.lit("d")).select(
             *[F.col(quote(c)) for c in columns]
         ).createOrReplaceTempView(view)
