@@ -287,3 +287,16 @@ class TargetNotVerifiableError(TransientCdcError):
 class TargetAheadOfSourceError(TerminalCdcError):
     """Raised when a target's applied frontier holds transactions the source's consistent read does not
     (the connection reaches another server or history than the one the pipeline applied from)."""
+
+
+def error_named(class_name: str, message: str, fallback: type[MySqlCdcError]) -> MySqlCdcError:
+    """The exception another process reported by class name (a Spark job's report, a child's answer):
+    this module's ``class_name`` with ``message``, or ``fallback`` when there is no such class or it
+    needs more than a message to be built. Its type still decides retries in the task that raises it."""
+    found = globals().get(class_name)
+    if isinstance(found, type) and issubclass(found, MySqlCdcError):
+        try:
+            return found(message)
+        except TypeError:
+            pass
+    return fallback(message)

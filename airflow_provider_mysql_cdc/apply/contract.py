@@ -180,6 +180,10 @@ class ApplyReport:
     #: The upper GTID set of the last window.
     upper: str
     tables: Mapping[str, TableReport]
+    #: Set when the job stopped before applying any table (catalog or warehouse unreachable, a window
+    #: without a manifest): the message, and the exception class's name that decides retries.
+    error: str = ""
+    error_class: str = ""
 
     @property
     def failed(self) -> list[str]:
@@ -196,6 +200,8 @@ class ApplyReport:
             "upper": self.upper,
             "tables": {name: asdict(table) for name, table in self.tables.items()},
             "failed": self.failed,
+            "error": self.error,
+            "error_class": self.error_class,
         }
         return json.dumps(document, sort_keys=True, indent=2) + "\n"
 

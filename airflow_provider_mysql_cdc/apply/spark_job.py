@@ -31,7 +31,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec, TableReport
-from airflow_provider_mysql_cdc.apply.iceberg_session import configure_catalog_cache, require_reachable_catalog
+from airflow_provider_mysql_cdc.apply.iceberg_session import (
+    configure_catalog_cache,
+    java_error_summary,
+    require_reachable_catalog,
+)
 from airflow_provider_mysql_cdc.apply.plan import tables_in_windows
 from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError
@@ -73,6 +77,27 @@ def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
     return report
 
 
+def _report_job_failure(config: ApplySpec, error: Exception) -> None:
+    """Write the report of a job that stopped before applying any table, so the operator can name the
+    error and decide on retries by its class (``error_class``)."""
+    if not config.report_uri:
+        return
+    message = str(error) if isinstance(error, MySqlCdcError) else f"{type(error).__name__}: {java_error_summary(error)}"
+    report = ApplyReport(
+        config.pipeline,
+        config.first_window,
+        config.last_window,
+        "",
+        {},
+        error=message,
+        error_class=type(error).__name__,
+    )
+    try:
+        write_text_to_uri(config.report_uri, report.to_json())
+    except Exception:  # the original error matters more; the operator then reports the job's exit
+        log.warning("could not write the failure report to %s", config.report_uri, exc_info=True)
+
+
 def read_spec(spec_uri: str) -> ApplySpec:
     """The :class:`ApplySpec` at a pyarrow filesystem URI (the job's ``--spec``)."""
     text = read_text_from_uri(spec_uri)
@@ -101,7 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"mysql-cdc-apply-{config.pipeline}").getOrCreate()
     try:
         report = run_apply(spark, config)
-    except MySqlCdcError as exc:
+    except Exception as exc:
+        _report_job_failure(config, exc)
+        if not isinstance(exc, MySqlCdcError):
+            raise
         log.error("%s", exc)
         return 2
     finally:

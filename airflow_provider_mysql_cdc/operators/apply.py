@@ -11,10 +11,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Asset, AssetAlias, Context
+from airflow.sdk import Asset, AssetAlias, BaseHook, Connection, Context
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
-from airflow_provider_mysql_cdc.errors import ConfigurationError, TerminalCdcError
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    MySqlCdcError,
+    TerminalCdcError,
+    TransientCdcError,
+    error_named,
+)
+from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 
 if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
     from airflow_provider_mysql_cdc.staging import Staging
@@ -73,6 +80,17 @@ WITHHELD_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__")
 WITHHELD_NAMES = frozenset({"MYSQL_PWD"})
 
 
+def spark_master(connection: Connection) -> str:
+    """The master URL spark-submit gets from a Spark connection, by the Spark provider's documented rule:
+    a ``spark`` connection whose host is a whole master URL (``local[*]``, ``k8s://https://...``) or has
+    no port uses the host; otherwise ``<conn_type>://<host>``; a port is appended."""
+    if connection.conn_type == "spark" and connection.host and ("://" in connection.host or not connection.port):
+        master = connection.host
+    else:
+        master = f"{connection.conn_type}://{connection.host or ''}"
+    return f"{master}:{connection.port}" if connection.port else master
+
+
 def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The worker's environment as spark-submit gets it: without Airflow's connections, variables and
     settings, and without ``MYSQL_PWD``."""
@@ -114,6 +132,7 @@ class SparkApplyOperator(SparkSubmitOperator):
     :param chunks_per_commit: snapshot chunks merged per Iceberg commit when loading a snapshot.
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
+    :param conn_id: the Spark connection (its host is the master: ``local[*]``, ``spark://...``, ``yarn``...).
     :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
         is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
 
@@ -157,6 +176,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         application: str = APPLY_APPLICATION,
         name: str = "mysql-cdc-apply",
         asset_alias: str | None = DEFAULT_ASSET_ALIAS,
+        conn_id: str = "spark_default",
         **kwargs: Any,
     ) -> None:
         if asset_alias:
@@ -167,8 +187,10 @@ class SparkApplyOperator(SparkSubmitOperator):
             jars=jars,
             packages=packages,
             name=name,
+            conn_id=conn_id,
             **kwargs,
         )
+        self.spark_conn_id = conn_id
         self.pipeline = pipeline
         self.staging_uri = staging_uri
         self.windows = windows
@@ -212,6 +234,7 @@ class SparkApplyOperator(SparkSubmitOperator):
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         }
 
+    @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]  # returns the XCom
         if self.windows in (None, "", "None"):
             self.log.info("no window to apply in this run (its capture planned none); Spark is not started")
@@ -229,7 +252,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.application_args = ["--spec", spec_uri]
         if not self.jars and not self.packages:
             self.packages = ICEBERG_PACKAGE
-        master = str(self._get_hook()._connection["master"])
+        master = spark_master(BaseHook.get_connection(self.spark_conn_id))
         environment = job_environment(os.environ)
         if master.startswith("local"):
             # Given to the process here, not as the hook's env_vars: the hook would add them to a copy
@@ -247,7 +270,7 @@ class SparkApplyOperator(SparkSubmitOperator):
             if report is None:
                 raise
             self._log_report(report)
-            raise TerminalCdcError(self._failure_text(report)) from exc
+            raise self._failure(report) from exc
         report = self._read_report(staging, report_path)
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
@@ -315,13 +338,23 @@ class SparkApplyOperator(SparkSubmitOperator):
     def _summary(report: ApplyReport) -> dict[str, str]:
         return {name: f"{t.status} windows={t.windows_applied} rows={t.rows}" for name, t in report.tables.items()}
 
-    @staticmethod
-    def _failure_text(report: ApplyReport) -> str:
+    def _failure(self, report: ApplyReport) -> MySqlCdcError:
+        """The error of a failed job: the job's own when it stopped before the tables; otherwise every
+        failed table's, terminal (no retry) only when each of them is (a retry re-applies only the
+        tables that failed: the others already hold the windows)."""
+        where = f"pipeline {self.pipeline!r} windows {report.first_window}..{report.last_window}"
+        if report.error:
+            return error_named(report.error_class, f"{where}: {report.error}", TransientCdcError)
         errors = "; ".join(
             f"{name}: {report.tables[name].error_class or 'error'}: {report.tables[name].error}"
             for name in report.failed
         )
-        return f"the apply could not apply {len(report.failed)} table(s), the others were applied: {errors}"
+        text = f"{where}: the apply could not apply {len(report.failed)} table(s), the others were applied: {errors}"
+        terminal = all(
+            isinstance(error_named(report.tables[name].error_class, "", MySqlCdcError), TerminalCdcError)
+            for name in report.failed
+        )
+        return TerminalCdcError(text) if terminal else TransientCdcError(f"{text}; the retry applies them again")
 
     @staticmethod
     def _xcom(report: ApplyReport) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 
 #: Server id announced on the binlog stream when the connection has no ``server_id`` extra.
 DEFAULT_REPLICA_SERVER_ID = 4_000_001
@@ -74,6 +75,7 @@ class MySqlBinlogCaptureOperator(BaseOperator):
         self.initial_frontier = initial_frontier
         self.caps = WindowCaps(max_rows=max_rows, max_bytes=max_bytes, max_transactions=max_transactions)
 
+    @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:
         # The engine (PyMySQL, python-mysql-replication, pyarrow) is imported when the task runs,
         # not when a DAG file is parsed.

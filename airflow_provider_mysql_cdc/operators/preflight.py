@@ -11,6 +11,7 @@ from airflow_provider_mysql_cdc.core.preflight import DEFAULT_MIN_BINLOG_RETENTI
 from airflow_provider_mysql_cdc.core.windows import patterns
 from airflow_provider_mysql_cdc.errors import PreflightFailedError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 
 
 class MySqlCdcPreflightOperator(BaseOperator):
@@ -43,6 +44,7 @@ class MySqlCdcPreflightOperator(BaseOperator):
         self.min_binlog_retention_seconds = min_binlog_retention_seconds
         self.fail_on_warnings = fail_on_warnings
 
+    @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:
         hook = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id)
         report = hook.preflight(patterns(self.tables), min_binlog_retention_seconds=self.min_binlog_retention_seconds)

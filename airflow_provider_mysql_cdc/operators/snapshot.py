@@ -21,6 +21,7 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection, patterns
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.snapshot.defaults import (
     DEFAULT_CHUNK_ROWS,
     DEFAULT_FETCH_ROWS,
@@ -149,6 +150,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
         self.chunk_rows = chunk_rows
         self.schema_change_policy = schema_change_policy
 
+    @terminal_errors_fail_task
     def execute(self, context: Context) -> list[dict[str, Any]]:
         from airflow_provider_mysql_cdc.snapshot.engine import plan_snapshot
 
@@ -224,6 +226,7 @@ class MySqlSnapshotOperator(_SnapshotOperatorBase):
         self.fetch_rows = fetch_rows
         self.lock_wait_timeout_seconds = lock_wait_timeout_seconds
 
+    @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_mysql_cdc.snapshot.engine import snapshot_chunk
 

@@ -11,6 +11,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_provider_mysql_cdc.errors import TargetDiffersError, TargetNotVerifiableError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.operators.apply import ICEBERG_PACKAGE, apply_spark_conf
+from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.verify import DEFAULT_VERIFY_SERVER_ID
 
 
@@ -111,6 +112,7 @@ class MySqlCdcVerifyOperator(BaseOperator):
         self.spark_conf = dict(spark_conf or {})
         self.replica_server_id = replica_server_id
 
+    @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:
         # The engine runs in a child process (its Spark driver never lives in the worker's process).
         from airflow_provider_mysql_cdc.verify.child import SparkSettings, run_verify_child

@@ -64,9 +64,8 @@ def run_verify_child(
         answer = {}
     if "report" in answer:
         return VerifyReport.from_xcom(answer["report"])
-    error = getattr(errors, str(answer.get("error_class")), None)
-    if isinstance(error, type) and issubclass(error, errors.MySqlCdcError):
-        raise error(str(answer.get("message")))
+    if answer.get("error_class"):
+        raise errors.error_named(str(answer["error_class"]), str(answer.get("message")), errors.TerminalCdcError)
     raise errors.TerminalCdcError(
         f"the verification process exited with code {done.returncode} without a report; see its log above"
     )
