@@ -41,7 +41,7 @@ def test_every_terminal_error_fails_the_task_and_keeps_its_class(error_class: ty
     assert type(raised.value).__name__ == error_class.__name__
     assert str(raised.value) == "pipeline 'shop' window 4: what happened; what to do"
     # Airflow serialises task errors by class path: the package's class, importable
-    assert raised.value.serialize()[0] == f"airflow_provider_mysql_cdc.errors.{error_class.__name__}"
+    assert raised.value.serialize()[0] == f"airflow_provider_mysql_cdc.errors.{error_class.__name__}"  # type: ignore[no-untyped-call]
 
 
 @pytest.mark.parametrize("error_class", TRANSIENT, ids=lambda c: c.__name__)
