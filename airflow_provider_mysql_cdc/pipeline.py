@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Param, TaskGroup
+from airflow.sdk.bases.operator import BASEOPERATOR_ARGS_EXPECTED_TYPES
 
 from airflow_provider_mysql_cdc.core.windows import CutoffRule
 from airflow_provider_mysql_cdc.errors import ConfigurationError
@@ -36,6 +37,20 @@ from airflow_provider_mysql_cdc.sensors.purge_headroom import MySqlBinlogPurgeHe
 
 #: Default minimum purge headroom: the sensor warns when the binlog the pipeline needs is purged sooner.
 DEFAULT_MIN_HEADROOM_SECONDS = 6 * 3600
+
+#: Airflow 3.1 takes ``retry_exponential_backoff`` as a flag (doubling), 3.2+ as the multiplier (where
+#: True would mean 1, no backoff): doubling on both.
+_DOUBLING: bool | float = True if BASEOPERATOR_ARGS_EXPECTED_TYPES.get("retry_exponential_backoff") is bool else 2.0
+
+#: Retries of every task the factory creates. Terminal errors fail a task at once whatever these say
+#: (see :mod:`airflow_provider_mysql_cdc.operators.task_failure`); transient ones (server unreachable,
+#: connection lost, window not closed yet) are retried after 30 s, 60 s, 120 s, 240 s.
+DEFAULT_RETRY_ARGS: Mapping[str, Any] = {
+    "retries": 4,
+    "retry_delay": timedelta(seconds=30),
+    "retry_exponential_backoff": _DOUBLING,
+    "max_retry_delay": timedelta(minutes=10),
+}
 
 
 def mysql_cdc_params(
@@ -118,6 +133,7 @@ def mysql_cdc_pipeline(
     apply_kwargs: Mapping[str, Any] | None = None,
     verify_sample_fraction: float | None = 0.1,
     verify_kwargs: Mapping[str, Any] | None = None,
+    retry_args: Mapping[str, Any] | None = DEFAULT_RETRY_ARGS,
 ) -> MySqlCdcPipelineTasks:
     """Add one pipeline's tasks to the current DAG (inside ``TaskGroup(group_id)`` when given).
 
@@ -129,20 +145,30 @@ def mysql_cdc_pipeline(
     * ``snapshot_plan`` / ``snapshot`` snapshot the tables never snapshotted, those in ``resnapshot``
       and (``schema_change_policy`` ``rebuild``) those a window left waiting for a rebuild, one mapped
       task per chunk (skipped when there is nothing to snapshot);
-    * ``capture`` (``depends_on_past``) stages the run's binlog window;
-    * ``apply`` (``depends_on_past``) MERGEs it into Iceberg and emits an Asset event per changed table;
+    * ``capture`` stages the run's binlog window;
+    * ``apply`` MERGEs it into Iceberg and emits an Asset event per changed table;
     * ``verify`` (:class:`MySqlCdcVerifyOperator`, unless ``verify_sample_fraction`` is None) compares a
       seeded sample of each table's key ranges with MySQL as of one GTID set and fails the run on a
       difference; tables it cannot verify yet (a snapshot still loading) are reported, not failed.
       Its Spark driver runs in the worker (``verify_kwargs``: ``spark_master``, ``row_budget``...).
 
-    ``capture_kwargs`` and ``apply_kwargs`` go to the capture and apply operators (window caps such
-    as ``max_rows``, ``history``, ``target_template``, retries...). The DAG must set
+    Capture and apply keep windows in order without ``depends_on_past``: each waits while the previous
+    run's same task is unfinished and never waits on a failed one (the engines stop by name when that
+    failure is what blocks them, naming the run and the way out; see
+    :mod:`airflow_provider_mysql_cdc.operators.run_order`).
+
+    ``retry_args`` (:data:`DEFAULT_RETRY_ARGS`: 4 retries, backoff from 30 s) go to every task; they
+    win over the DAG's ``default_args``, so pass ``retry_args=None`` to use those instead. Terminal
+    errors never retry. ``capture_kwargs`` and ``apply_kwargs`` go to the capture and apply operators
+    (window caps such as ``max_rows``, ``history``, ``target_template``, retries...). The DAG must set
     ``render_template_as_native_obj=True`` when the defaults (param templates) are used.
     """
+    retries = dict(retry_args or {})
     scope: contextlib.AbstractContextManager[Any] = TaskGroup(group_id) if group_id else contextlib.nullcontext()
     with scope:
-        preflight = MySqlCdcPreflightOperator(task_id="preflight", tables=tables, mysql_cdc_conn_id=mysql_cdc_conn_id)
+        preflight = MySqlCdcPreflightOperator(
+            task_id="preflight", tables=tables, mysql_cdc_conn_id=mysql_cdc_conn_id, **retries
+        )
         _require_native_rendering(preflight, tables)
         purge_headroom = MySqlBinlogPurgeHeadroomSensor(
             task_id="purge_headroom",
@@ -154,6 +180,7 @@ def mysql_cdc_pipeline(
             deferrable=deferrable,
             poke_interval=timedelta(minutes=1).total_seconds(),
             resnapshot=resnapshot,  # a run that re-snapshots is the recovery from purged binlogs
+            **retries,
         )
         snapshot_plan = MySqlSnapshotPlanOperator(
             task_id="snapshot_plan",
@@ -166,6 +193,7 @@ def mysql_cdc_pipeline(
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
             trigger_rule="none_failed",  # runs after a soft-failed (skipped) headroom check
+            **retries,
         )
         # One task per chunk; an empty plan marks the mapped task skipped.
         snapshot = MySqlSnapshotOperator.partial(
@@ -178,6 +206,7 @@ def mysql_cdc_pipeline(
             max_active_tis_per_dagrun=max_parallel_chunks,
             map_index_template="{{ task.snapshot_chunk.chunk.database }}.{{ task.snapshot_chunk.chunk.table }}"
             " chunk {{ task.snapshot_chunk.chunk.chunk_no }}",
+            **retries,
         ).expand(snapshot_chunk=snapshot_plan.output)
         capture = MySqlBinlogCaptureOperator(
             task_id="capture",
@@ -187,9 +216,8 @@ def mysql_cdc_pipeline(
             cutoff=cutoff,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
-            depends_on_past=True,  # windows are captured in order
             trigger_rule="none_failed",  # runs after a skipped (empty) snapshot; a failed chunk stops it
-            **dict(capture_kwargs or {}),
+            **{**retries, **dict(capture_kwargs or {})},
         )
         apply = SparkApplyOperator(
             task_id="apply",
@@ -203,10 +231,7 @@ def mysql_cdc_pipeline(
             conn_id=spark_conn_id,
             asset_alias=asset_alias,
             schema_change_policy=schema_change_policy,
-            # Windows are applied in order: run k's apply waits for run k-1's, also when a backfill
-            # runs beside the scheduled runs (Airflow limits active runs of each separately).
-            depends_on_past=True,
-            **dict(apply_kwargs or {}),
+            **{**retries, **dict(apply_kwargs or {})},
         )
         preflight >> purge_headroom >> snapshot_plan >> snapshot >> capture >> apply
         verify = None
@@ -224,7 +249,7 @@ def mysql_cdc_pipeline(
                 target_template=(apply_kwargs or {}).get("target_template", "{database}.{table}"),
                 jars=jars,
                 fail_on_unverified=False,
-                **dict(verify_kwargs or {}),
+                **{**retries, **dict(verify_kwargs or {})},
             )
             apply >> verify
     return MySqlCdcPipelineTasks(preflight, purge_headroom, snapshot_plan, snapshot, capture, apply, verify)

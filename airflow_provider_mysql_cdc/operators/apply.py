@@ -7,6 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,12 @@ from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
     TransientCdcError,
     error_named,
+)
+from airflow_provider_mysql_cdc.operators.run_order import (
+    DEFAULT_PREVIOUS_RUN_WAIT,
+    failed_previous_note,
+    previous_task_reader,
+    wait_for_previous_run,
 )
 from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 
@@ -133,6 +140,8 @@ class SparkApplyOperator(SparkSubmitOperator):
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
     :param conn_id: the Spark connection (its host is the master: ``local[*]``, ``spark://...``, ``yarn``...).
+    :param previous_run_wait: how long to wait while the previous run's apply is unfinished (windows are
+        applied in order; see :mod:`airflow_provider_mysql_cdc.operators.run_order`), then fail naming it.
     :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
         is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
 
@@ -177,6 +186,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         name: str = "mysql-cdc-apply",
         asset_alias: str | None = DEFAULT_ASSET_ALIAS,
         conn_id: str = "spark_default",
+        previous_run_wait: timedelta = DEFAULT_PREVIOUS_RUN_WAIT,
         **kwargs: Any,
     ) -> None:
         if asset_alias:
@@ -206,6 +216,9 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.local_python = local_python or sys.executable
         self.asset_alias = asset_alias
         self.report_uri = ""
+        self.previous_run_wait = previous_run_wait
+        #: How to get past the previous run's failed apply (set when it failed; named in a gap error).
+        self.previous_failure = ""
 
     def apply_spec(self, report_uri: str) -> ApplySpec:
         """What the job is asked to do, from the (rendered) arguments; no credential is part of it (the
@@ -239,6 +252,10 @@ class SparkApplyOperator(SparkSubmitOperator):
         if self.windows in (None, "", "None"):
             self.log.info("no window to apply in this run (its capture planned none); Spark is not started")
             return {"pipeline": self.pipeline, "first_window": None, "last_window": None, "upper": None, "tables": {}}
+        task = f"pipeline {self.pipeline!r} {self.task_id}"
+        previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
+        if previous is not None and previous.failed:
+            self.previous_failure = failed_previous_note(self.dag_id, self.task_id, previous)
         self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
         run_id = str(context["run_id"])
         try_number = int(getattr(context.get("ti"), "try_number", 1) or 1)
@@ -350,6 +367,8 @@ class SparkApplyOperator(SparkSubmitOperator):
             for name in report.failed
         )
         text = f"{where}: the apply could not apply {len(report.failed)} table(s), the others were applied: {errors}"
+        if self.previous_failure and any(report.tables[name].error_class == "ApplyGapError" for name in report.failed):
+            text += f". The gap: {self.previous_failure}"
         terminal = all(
             isinstance(error_named(report.tables[name].error_class, "", MySqlCdcError), TerminalCdcError)
             for name in report.failed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -11,6 +12,11 @@ from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.run_order import (
+    DEFAULT_PREVIOUS_RUN_WAIT,
+    previous_task_reader,
+    wait_for_previous_run,
+)
 from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 
 #: Server id announced on the binlog stream when the connection has no ``server_id`` extra.
@@ -34,6 +40,8 @@ class MySqlBinlogCaptureOperator(BaseOperator):
     :param max_rows: end the window early after this many rows (on a transaction boundary).
     :param max_bytes: same, for bytes of binlog row events of the selected tables.
     :param max_transactions: same, for transactions.
+    :param previous_run_wait: how long to wait while the previous run's capture is unfinished (windows are
+        captured in order; see :mod:`airflow_provider_mysql_cdc.operators.run_order`), then fail naming it.
     """
 
     template_fields: Sequence[str] = (
@@ -62,6 +70,7 @@ class MySqlBinlogCaptureOperator(BaseOperator):
         max_rows: int | None = None,
         max_bytes: int | None = None,
         max_transactions: int | None = None,
+        previous_run_wait: timedelta = DEFAULT_PREVIOUS_RUN_WAIT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -73,6 +82,7 @@ class MySqlBinlogCaptureOperator(BaseOperator):
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.metadata_conn_id = metadata_conn_id
         self.initial_frontier = initial_frontier
+        self.previous_run_wait = previous_run_wait
         self.caps = WindowCaps(max_rows=max_rows, max_bytes=max_bytes, max_transactions=max_transactions)
 
     @terminal_errors_fail_task
@@ -93,6 +103,8 @@ class MySqlBinlogCaptureOperator(BaseOperator):
             initial_frontier=GtidSet.parse(self.initial_frontier) if self.initial_frontier else None,
             replica_server_id=source.replica_server_id or DEFAULT_REPLICA_SERVER_ID,
         )
+        task = f"pipeline {self.pipeline!r} {self.task_id}"
+        wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
         store = metadata_store(self.metadata_conn_id)
         covered = covered_run(request, store)
         if covered is not None:

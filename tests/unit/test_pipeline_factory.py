@@ -27,8 +27,10 @@ def test_the_tasks_run_in_order_and_capture_survives_skipped_upstreams() -> None
         assert downstream in dag.get_task(upstream).downstream_task_ids
     assert tasks.purge_headroom.soft_fail is True  # type: ignore[attr-defined]
     assert tasks.snapshot_plan.trigger_rule == "none_failed"  # after a skipped (low headroom) sensor
-    assert tasks.capture.trigger_rule == "none_failed" and tasks.capture.depends_on_past is True
-    assert tasks.apply.depends_on_past is True  # windows are applied in order, also beside a backfill
+    assert tasks.capture.trigger_rule == "none_failed"
+    # Order is kept by waiting on an unfinished previous run, not by depends_on_past (which waits
+    # forever, silently, after a failure): tests/integration/test_task_retries.py
+    assert not tasks.capture.depends_on_past and not tasks.apply.depends_on_past
     assert "task_ids='capture'" in tasks.apply.windows  # type: ignore[attr-defined]
     assert set(PARAMS) >= {"pipeline", "tables", "staging_uri", "warehouse", "cutoff", "resnapshot"}
     assert tasks.verify is not None and tasks.verify.sample_fraction == 0.1  # type: ignore[attr-defined]
@@ -52,3 +54,17 @@ def test_a_group_prefixes_the_tasks_and_the_apply_pulls_its_own_capture() -> Non
 def test_param_templates_need_native_rendering() -> None:
     with _dag("not_native"), pytest.raises(ConfigurationError, match="render_template_as_native_obj=True"):
         mysql_cdc_pipeline()
+
+
+def test_every_task_retries_transient_errors_with_backoff_and_the_dag_can_take_over() -> None:
+    with _dag("retries", render_template_as_native_obj=True) as dag:
+        mysql_cdc_pipeline(apply_kwargs={"retries": 1})
+    for task_id in ("preflight", "purge_headroom", "snapshot_plan", "capture", "verify"):
+        task = dag.get_task(task_id)
+        assert task.retries == 4 and task.retry_delay == timedelta(seconds=30), task_id
+        assert task.retry_exponential_backoff and task.max_retry_delay == timedelta(minutes=10), task_id
+    assert dag.get_task("apply").retries == 1  # the operator's own kwargs win
+    assert dag.get_task("snapshot").partial_kwargs["retries"] == 4  # type: ignore[attr-defined]
+    with _dag("dag_retries", render_template_as_native_obj=True, default_args={"retries": 7}) as dag:
+        mysql_cdc_pipeline(retry_args=None)
+    assert dag.get_task("capture").retries == 7
