@@ -64,7 +64,7 @@ def test_every_task_retries_transient_errors_with_backoff_and_the_dag_can_take_o
         assert task.retries == 4 and task.retry_delay == timedelta(seconds=30), task_id
         assert task.retry_exponential_backoff and task.max_retry_delay == timedelta(minutes=10), task_id
     assert dag.get_task("apply").retries == 1  # the operator's own kwargs win
-    assert dag.get_task("snapshot").partial_kwargs["retries"] == 4  # type: ignore[attr-defined]
+    assert dag.get_task("snapshot").partial_kwargs["retries"] == 4  # type: ignore[union-attr]
     with _dag("dag_retries", render_template_as_native_obj=True, default_args={"retries": 7}) as dag:
         mysql_cdc_pipeline(retry_args=None)
     assert dag.get_task("capture").retries == 7
