@@ -227,9 +227,8 @@ def assess_headroom(
             HeadroomStatus.PURGED,
             f"{name} can no longer be captured from the binlog: the server already purged {lost} (gtid_purged "
             f"minus the capture frontier {str(frontier) or '(empty)'}); those transactions are gone. Recover by "
-            f"re-snapshotting the affected tables, e.g. {RESNAPSHOT_EXAMPLE}, after marking this run's capture "
-            "and apply skipped (they have depends_on_past; README 'Operating it'); capture then continues after "
-            "the purged transactions.",
+            f"re-snapshotting the affected tables, e.g. {RESNAPSHOT_EXAMPLE} (README 'Operating it'); capture then "
+            "continues after the purged transactions.",
             headroom=0.0,
             lag=lag,
             lost=lost,

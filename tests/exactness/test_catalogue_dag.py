@@ -212,7 +212,7 @@ def _check_run(
     pending: set[str],
 ) -> bool:
     """Compare every case's table after a run; add what differs to ``problems``; return whether the run
-    succeeded (a later run would wait forever behind a failed ``depends_on_past`` task). Tables the run
+    succeeded (later runs then stop by name on what it left unpublished or unapplied). Tables the run
     left waiting for a rebuild are kept in ``pending`` instead, until a run compares them."""
     states = {task: state for (task, _), state in _states(run).items()}
     if run.state != "success":

@@ -53,8 +53,8 @@ def _run_example(
 
 
 def _forget_earlier_runs() -> None:
-    """Delete the example DAG's runs of earlier tests. Its capture task has ``depends_on_past``: after a
-    run whose capture did not succeed (the misconfigured-server test), ``dag.test()`` would wait forever."""
+    """Delete the example DAG's runs of earlier tests, so that a test's runs follow only its own (capture
+    and apply look at the previous run by logical date)."""
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
     from sqlalchemy import delete

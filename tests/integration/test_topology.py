@@ -214,7 +214,7 @@ def run_the_dag(
             report = XComModel.deserialize_value(rows[0]) if rows else None
         return run, _states(run), report
     finally:
-        _forget_earlier_runs()  # a failed capture would hold back later runs of the example DAG (depends_on_past)
+        _forget_earlier_runs()  # the next test starts the example DAG without this failed run
 
 
 def assert_headroom_mismatch(

@@ -150,7 +150,7 @@ def test_no_password_anywhere(
             states.append((run.state, _states(run)))
             for kind, values in airflow_db_values().items():
                 db_values[kind] += values
-            _forget_earlier_runs()  # depends_on_past would make a run after a failed one wait
+            _forget_earlier_runs()  # each run starts a fresh pipeline history
     finally:
         mysql_server.execute(f"DROP USER IF EXISTS '{user}'@'%'")
     console = capfd.readouterr()
