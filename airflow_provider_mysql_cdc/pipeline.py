@@ -230,6 +230,7 @@ def mysql_cdc_pipeline(
             jars=jars,
             conn_id=spark_conn_id,
             asset_alias=asset_alias,
+            headroom_task_id=purge_headroom.task_id,
             schema_change_policy=schema_change_policy,
             **{**retries, **dict(apply_kwargs or {})},
         )

@@ -7,7 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, AssetAlias, BaseHook, Connection, Context
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
+from airflow_provider_mysql_cdc.core.freshness import freshness, newest_commit, rows_by_op
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MySqlCdcError,
@@ -29,6 +30,7 @@ from airflow_provider_mysql_cdc.operators.run_order import (
     wait_for_previous_run,
 )
 from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
+from airflow_provider_mysql_cdc.sensors.purge_headroom import HEADROOM_XCOM_KEY
 
 if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
     from airflow_provider_mysql_cdc.staging import Staging
@@ -67,6 +69,13 @@ def apply_spark_conf(catalog: str, warehouse: str | None, catalog_conf: Mapping[
 
 #: Asset alias the apply task emits its target tables' Asset events through (see :func:`iceberg_table_asset`).
 DEFAULT_ASSET_ALIAS = "mysql_cdc_iceberg_tables"
+
+
+def pipeline_asset(pipeline: str) -> Asset:
+    """The Airflow Asset of a whole pipeline: one event per applied run, whose metadata (frontier, last
+    commit time, lag, purge headroom, rows by op, tables) make the Asset's page in the Airflow UI the
+    pipeline's dashboard (README "Observability")."""
+    return Asset(name=f"mysql_cdc.{pipeline}", uri=f"mysql-cdc://pipeline/{pipeline}")
 
 
 def iceberg_table_asset(target: str) -> Asset:
@@ -140,6 +149,7 @@ class SparkApplyOperator(SparkSubmitOperator):
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
     :param conn_id: the Spark connection (its host is the master: ``local[*]``, ``spark://...``, ``yarn``...).
+    :param headroom_task_id: the run's purge headroom sensor, whose figure the Asset events carry.
     :param previous_run_wait: how long to wait while the previous run's apply is unfinished (windows are
         applied in order; see :mod:`airflow_provider_mysql_cdc.operators.run_order`), then fail naming it.
     :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
@@ -186,6 +196,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         name: str = "mysql-cdc-apply",
         asset_alias: str | None = DEFAULT_ASSET_ALIAS,
         conn_id: str = "spark_default",
+        headroom_task_id: str | None = None,
         previous_run_wait: timedelta = DEFAULT_PREVIOUS_RUN_WAIT,
         **kwargs: Any,
     ) -> None:
@@ -217,6 +228,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.asset_alias = asset_alias
         self.report_uri = ""
         self.previous_run_wait = previous_run_wait
+        self.headroom_task_id = headroom_task_id
         #: How to get past the previous run's failed apply (set when it failed; named in a gap error).
         self.previous_failure = ""
 
@@ -292,7 +304,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
         self._log_report(report)
-        self._emit_asset_events(context, report)
+        self._emit_asset_events(context, report, staging)
         return self._xcom(report)
 
     def _size_memory(self, staging: Staging, master: str, spec: ApplySpec) -> None:
@@ -319,21 +331,50 @@ class SparkApplyOperator(SparkSubmitOperator):
             )
         self.conf = {**(self.conf or {}), **settings}
 
-    def _emit_asset_events(self, context: Context, report: ApplyReport) -> None:
-        """An Asset event per target table that got new commits, through the task's AssetAlias outlet."""
+    def _emit_asset_events(self, context: Context, report: ApplyReport, staging: Staging) -> None:
+        """Through the task's AssetAlias outlet: an event for the pipeline, and one per target table that
+        got new commits, carrying the frontier, freshness and purge headroom (README "Observability")."""
         if not self.asset_alias:
             return
+        windows = range(report.first_window, report.last_window + 1)
+        manifests = (staging.read_window_manifest(window) for window in windows)
+        common = {
+            "pipeline": self.pipeline,
+            **freshness(newest_commit(m.last_commit_ts_us for m in manifests if m), datetime.now(UTC)),
+            "headroom_seconds": self._headroom_seconds(context),
+        }
+        events = context["outlet_events"][AssetAlias(self.asset_alias)]
+        pipeline_extra: dict[str, Any] = {
+            **common,
+            "windows": [report.first_window, report.last_window],
+            "frontier": report.upper,
+            "rows_by_op": rows_by_op(table.rows for table in report.tables.values()),
+            "tables": {name: table.status for name, table in report.tables.items()},
+            "waiting_for_rebuild": sorted(name for name, table in report.tables.items() if table.rebuild),
+        }
+        events.add(pipeline_asset(self.pipeline), extra=pipeline_extra)
         for table_name, table in report.tables.items():
             if table.status == "applied":
                 extra: dict[str, Any] = {
+                    **common,
                     "table": table_name,
                     "windows": table.windows_applied,
                     "rows": table.rows,
+                    "frontier": table.state.get("upper") or report.upper,
                     "snapshot_chunks_loaded": table.snapshot_chunks_loaded,
                 }
-                context["outlet_events"][AssetAlias(self.asset_alias)].add(
-                    iceberg_table_asset(table.target), extra=extra
-                )
+                events.add(iceberg_table_asset(table.target), extra=extra)
+
+    def _headroom_seconds(self, context: Context) -> float | None:
+        """The purge headroom the run's sensor measured (None without one, or when it could not say)."""
+        if not self.headroom_task_id or "ti" not in context:
+            return None
+        ti = context["ti"]
+        report = ti.xcom_pull(task_ids=self.headroom_task_id) or ti.xcom_pull(
+            task_ids=self.headroom_task_id, key=HEADROOM_XCOM_KEY
+        )
+        seconds = report.get("headroom_seconds") if isinstance(report, dict) else None
+        return float(seconds) if isinstance(seconds, int | float) else None
 
     @staticmethod
     def _read_report(staging: Staging, report_path: str) -> ApplyReport | None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +310,26 @@ def _queued_asset_runs(dag_id: str) -> int:
         )
 
 
+def _assert_observability_metadata(
+    table_events: list[tuple[str, dict[str, Any]]], runs: list[Any], captured: list[dict[str, Any]]
+) -> None:
+    """The Asset events of the runs that applied ``captured`` windows carry what README "Observability" says."""
+    # The table's events: its frontier, the freshness of what it holds and the run's purge headroom.
+    for (_, extra), run, window in zip(table_events, runs, captured, strict=True):
+        assert extra["pipeline"] == "dagint" and extra["frontier"] == window["upper"]
+        committed = datetime.fromisoformat(extra["last_commit_time"])
+        assert committed.timestamp() * 1e6 == pytest.approx(window["last_commit_ts_us"], abs=1)
+        assert 0 <= extra["lag_seconds"] < 600
+        assert extra["headroom_seconds"] == _xcom(run, "purge_headroom")["headroom_seconds"]
+    # The pipeline's own Asset: one event per applied run (its page in the UI is the pipeline's dashboard).
+    pipeline_events = _asset_events("mysql-cdc://pipeline/dagint")
+    assert [extra["windows"] for _, extra in pipeline_events] == [[1, 1], [2, 2], [3, 3], [4, 4]]
+    assert [extra["frontier"] for _, extra in pipeline_events[1:]] == [c["upper"] for c in captured]
+    assert pipeline_events[0][1]["last_commit_time"] is None  # window 1 held no transaction
+    assert [extra["rows_by_op"] for _, extra in pipeline_events[1:]] == [{"c": 1}, {"c": 1, "u": 1}, {"d": 1}]
+    assert pipeline_events[-1][1]["tables"] == {"demo.orders": "applied"}
+
+
 @pytest.mark.mysql
 @pytest.mark.spark
 def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipeline(
@@ -319,7 +340,6 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
     applies nothing; an interval from before the pipeline existed succeeds empty and says so; each
     changed table's Asset event queues the downstream DAG scheduled on it."""
     import time
-    from datetime import timedelta
 
     from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 
@@ -389,6 +409,7 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
         ([4], 0),
     ]
     assert _queued_asset_runs("mysql_cdc_orders_report") >= 1
+    _assert_observability_metadata(events[1:], runs, captured)
 
     # The middle interval again (dags test replaces the run, under a new run id; a clear keeps the run):
     # the same window, re-read from the binlog, identical; the apply is a no-op.
