@@ -10,10 +10,12 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
+from airflow_provider_mysql_cdc.errors import WindowOrderError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.operators.run_order import (
     DEFAULT_PREVIOUS_RUN_WAIT,
+    failed_previous_note,
     previous_task_reader,
     wait_for_previous_run,
 )
@@ -104,13 +106,18 @@ class MySqlBinlogCaptureOperator(BaseOperator):
             replica_server_id=source.replica_server_id or DEFAULT_REPLICA_SERVER_ID,
         )
         task = f"pipeline {self.pipeline!r} {self.task_id}"
-        wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
+        previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
         store = metadata_store(self.metadata_conn_id)
         covered = covered_run(request, store)
         if covered is not None:
             self.log.info("pipeline %s: no window for this run: %s", self.pipeline, covered["covered"])
             return covered
-        result = capture_window(request, source, store)
+        try:
+            result = capture_window(request, source, store)
+        except WindowOrderError as error:
+            if previous is None or not previous.failed:
+                raise
+            raise WindowOrderError(f"{error}. {failed_previous_note(self.dag_id, self.task_id, previous)}") from error
         self.log.info(
             "pipeline %s window %s: %s transactions, rows by op %s, manifest %s",
             result.pipeline,
