@@ -21,6 +21,8 @@ from airflow_provider_mysql_cdc.errors import ServerHistoryError
 
 #: Default minimum headroom the sensor asks for.
 DEFAULT_MIN_HEADROOM_SECONDS = 6 * 3600
+#: XCom key of the report the purge headroom sensor pushes before it fails or is skipped.
+HEADROOM_XCOM_KEY = "headroom"
 
 RESNAPSHOT_EXAMPLE = 'airflow dags trigger mysql_cdc_example --conf \'{"resnapshot": ["db.table"]}\''
 

@@ -16,6 +16,7 @@ from airflow.sdk import Asset, AssetAlias, BaseHook, Connection, Context
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
 from airflow_provider_mysql_cdc.core.freshness import freshness, newest_commit, rows_by_op
+from airflow_provider_mysql_cdc.core.headroom import HEADROOM_XCOM_KEY
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MySqlCdcError,
@@ -30,7 +31,6 @@ from airflow_provider_mysql_cdc.operators.run_order import (
     wait_for_previous_run,
 )
 from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
-from airflow_provider_mysql_cdc.sensors.purge_headroom import HEADROOM_XCOM_KEY
 
 if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
     from airflow_provider_mysql_cdc.staging import Staging
