@@ -365,8 +365,39 @@ def test_sensor_fails_hard_when_the_binlog_is_purged_even_with_soft_fail_and_ret
 
 
 @pytest.mark.airflow
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_purge_while_the_sensor_waits_fails_it_hard_under_soft_fail(
+    scratch_mysql: MySqlTestServer, layout: Layout, run_sensor: Callable[..., Any], deferrable: bool
+) -> None:
+    """Below the minimum at the first check; the needed binlog is purged during the wait (deferred: the
+    trigger's event goes through Airflow's BaseSensorOperator.resume_execution)."""
+    purge = threading.Timer(2, scratch_mysql.execute, [f"PURGE BINARY LOGS TO '{layout.files[3]}'"])
+    started = time.monotonic()
+    purge.start()
+    try:
+        ti = run_sensor(
+            f"headroom_purged_while_waiting_{deferrable}",
+            min_headroom_seconds=7200,
+            timeout=60,
+            poke_interval=1,
+            deferrable=deferrable,
+            soft_fail=True,
+            retries=2,
+        )
+    finally:
+        purge.join()
+    assert ti.state == "failed"
+    assert ti.try_number == 1
+    assert 2 <= time.monotonic() - started < 60
+    report = _xcom(ti, "headroom")
+    assert report["status"] == "purged"
+    assert report["lost_gtids"]
+
+
+@pytest.mark.airflow
 def test_a_purged_event_from_the_trigger_fails_hard_under_soft_fail() -> None:
-    """The deferred path: BaseSensorOperator.resume_execution would turn the failure into a skip."""
+    """The deferred path through Airflow's own BaseSensorOperator.resume_execution (the sensor does not
+    override it): under soft_fail it would turn any failure into a generic skip, were soft_fail its."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from airflow_provider_mysql_cdc.sensors.purge_headroom import MySqlBinlogPurgeHeadroomSensor
