@@ -10,12 +10,18 @@ PACKAGE = "airflow_provider_mysql_cdc"
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Describe the provider: name, versions, connection type, hooks, operators, sensors and triggers."""
+    """Describe the provider: name, versions, lifecycle, connection type, hooks, operators, sensors, triggers.
+
+    The ``mysql_cdc`` connection form is declared here only (``ui-field-behaviour`` for the standard
+    fields, ``conn-fields`` for the extras): Airflow's ProvidersManager reads it without importing the hook.
+    """
     return {
         "package-name": "airflow-provider-mysql-cdc",
         "name": "MySQL CDC",
         "description": "Batch change-data-capture from MySQL binlogs (GTID windows) into Iceberg tables with Spark.",
         "versions": [__version__],
+        # AIP-95 lifecycle stage (provider.yaml schema: incubation, production, mature, deprecated).
+        "lifecycle": "incubation",
         "integrations": [
             {
                 "integration-name": "MySQL CDC",
@@ -65,6 +71,11 @@ def get_provider_info() -> dict[str, Any]:
                     "connect_timeout": {
                         "label": "Connect timeout (s)",
                         "schema": {"type": ["integer", "null"], "default": 10},
+                    },
+                    "unix_socket": {
+                        "label": "Unix socket",
+                        "description": "Path of the server's socket file, to connect through it instead of TCP.",
+                        "schema": {"type": ["string", "null"]},
                     },
                 },
             }

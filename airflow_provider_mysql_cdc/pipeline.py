@@ -126,7 +126,7 @@ def mysql_cdc_pipeline(
     catalog_conf: Mapping[str, str] | None = None,
     jars: str | None = None,
     headroom_soft_fail: bool = True,
-    deferrable: bool = False,
+    deferrable: bool | None = None,
     max_parallel_chunks: int = 4,
     asset_alias: str | None = DEFAULT_ASSET_ALIAS,
     capture_kwargs: Mapping[str, Any] | None = None,
@@ -141,7 +141,9 @@ def mysql_cdc_pipeline(
     * ``purge_headroom`` (:class:`MySqlBinlogPurgeHeadroomSensor`) reports how long until the server
       purges binlog the pipeline still needs, and lag; below ``min_headroom_seconds`` it is skipped
       with a warning (``headroom_soft_fail``, so capture still runs and catches up) or fails; when
-      needed binlog is already purged it fails and the run stops;
+      needed binlog is already purged it fails and the run stops. It waits up to its default
+      ``timeout`` (5 minutes, a check a minute) for the headroom to recover, in the triggerer when
+      ``deferrable`` (default None: Airflow's ``[operators] default_deferrable``);
     * ``snapshot_plan`` / ``snapshot`` snapshot the tables never snapshotted, those in ``resnapshot``
       and (``schema_change_policy`` ``rebuild``) those a window left waiting for a rebuild, one mapped
       task per chunk (skipped when there is nothing to snapshot);
@@ -177,7 +179,8 @@ def mysql_cdc_pipeline(
             metadata_conn_id=metadata_conn_id,
             min_headroom_seconds=min_headroom_seconds,
             soft_fail=headroom_soft_fail,
-            deferrable=deferrable,
+            # None: the sensor's own default, Airflow's [operators] default_deferrable.
+            **({} if deferrable is None else {"deferrable": deferrable}),
             poke_interval=timedelta(minutes=1).total_seconds(),
             resnapshot=resnapshot,  # a run that re-snapshots is the recovery from purged binlogs
             **retries,

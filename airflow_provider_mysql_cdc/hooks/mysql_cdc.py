@@ -71,6 +71,9 @@ def config_from_connection_fields(
 class MySqlCdcHook(BaseHook):
     """Talks to the MySQL source of a CDC pipeline: preflight, binlog inventory, plain queries.
 
+    The connection form (labels, placeholders, the extras' fields) is declared once, in
+    :func:`airflow_provider_mysql_cdc.get_provider_info.get_provider_info`.
+
     :param mysql_cdc_conn_id: an Airflow connection of type ``mysql_cdc`` or ``mysql``.
     """
 
@@ -83,11 +86,6 @@ class MySqlCdcHook(BaseHook):
         super().__init__()
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self._config: MySqlConnectionConfig | None = None
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Form labels for the Airflow UI (the same as ``get_provider_info``'s)."""
-        return {"hidden_fields": [], "relabeling": {"schema": "Default database (optional)"}}
 
     def get_connection_config(self) -> MySqlConnectionConfig:
         """Resolve the Airflow connection (once) into a typed config."""

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_provider_mysql_cdc.core.headroom import DEFAULT_MIN_HEADROOM_SECONDS, HeadroomReport, HeadroomStatus
 from airflow_provider_mysql_cdc.core.windows import patterns
-from airflow_provider_mysql_cdc.errors import MySqlCdcError
+from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.triggers.purge_headroom import (
     ERROR_STATUS,
@@ -23,6 +24,10 @@ from airflow_provider_mysql_cdc.triggers.purge_headroom import (
 
 #: XCom key of the report pushed before the sensor fails or is skipped.
 HEADROOM_XCOM_KEY = "headroom"
+#: How long the sensor waits for the headroom to come back above the minimum (see the class docstring).
+DEFAULT_TIMEOUT = timedelta(minutes=5)
+#: Time between two checks while it waits.
+DEFAULT_POKE_INTERVAL = timedelta(minutes=1)
 
 
 class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
@@ -33,9 +38,9 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
 
     * ``ok`` (headroom >= ``min_headroom_seconds``, or no automatic purge): success; the report's
       dict is the XCom return value.
-    * ``below_minimum``: waits (pokes, or defers with ``deferrable=True``) until ``timeout``, then
-      fails with the report's message, or is skipped with ``soft_fail=True``. With the default
-      ``timeout=0`` the first check decides.
+    * ``below_minimum``: checks again every ``poke_interval`` (in the worker, or in the triggerer
+      with ``deferrable=True``) until ``timeout``, then fails with the report's message, or is
+      skipped with it under ``soft_fail=True``.
     * ``purged``: fails at once, without retries and even with ``soft_fail=True``: the lost GTIDs
       need a re-snapshot, which no wait or retry brings back. A run that re-snapshots tables
       (``resnapshot`` not empty) is that recovery: the sensor then succeeds with a warning, so the
@@ -46,13 +51,31 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
       once, like ``purged``, with the guard's message; the report's ``missing_gtids`` lists what the
       server lacks.
 
-    Before failing or being skipped it pushes the report to XCom under key ``headroom``.
+    Before failing or being skipped it pushes the report to XCom under key ``headroom``. The poke
+    and the deferrable path decide the same way: the trigger's event is handled like the first check.
+
+    **Why the default timeout is short (5 minutes, a check a minute).** The headroom only grows when
+    capture moves the frontier forward or someone raises ``binlog_expire_logs_seconds``; meanwhile it
+    shrinks by a second every second. The sensor runs in front of capture, so a long wait holds back
+    the one task that fixes the problem. Five minutes lets a capture of an earlier run that is still
+    finishing publish its window (capture has ``depends_on_past``) or a retention change land, and
+    costs little (under 2 % of the default 6 h minimum). ``timeout=0`` lets the first check decide.
+
+    ``soft_fail`` is applied by this sensor, not by :class:`BaseSensorOperator` (whose ``soft_fail``
+    stays False): the base class would turn every failure into a skip, the purged binlog included,
+    and replace the report's message by a generic one. ``never_fail`` is refused for the same reason.
 
     :param pipeline: pipeline name (its capture frontier is read from the metadata tables).
     :param mysql_cdc_conn_id: the MySQL source connection.
     :param metadata_conn_id: connection of the metadata database; default: a SQLite file in AIRFLOW_HOME.
     :param min_headroom_seconds: the headroom below which the sensor does not succeed (default 6 h).
-    :param deferrable: wait in the triggerer instead of a worker slot.
+    :param deferrable: wait in the triggerer instead of a worker slot; default: Airflow's
+        ``[operators] default_deferrable`` (False unless configured).
+    :param timeout: how long to wait for the headroom to recover (default 5 minutes); the deferred
+        wait ends at the same deadline.
+    :param poke_interval: time between two checks while waiting (default 1 minute).
+    :param soft_fail: skip instead of failing when the headroom stays below the minimum (never for a
+        purged binlog or a history mismatch).
     :param resnapshot: the tables (or patterns) this run re-snapshots, as given to the snapshot plan.
     """
 
@@ -72,17 +95,25 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
         metadata_conn_id: str | None = None,
         min_headroom_seconds: int | str = DEFAULT_MIN_HEADROOM_SECONDS,
-        deferrable: bool = False,
-        timeout: timedelta | float = 0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        timeout: timedelta | float = DEFAULT_TIMEOUT,
+        poke_interval: timedelta | float = DEFAULT_POKE_INTERVAL,
+        soft_fail: bool = False,
         resnapshot: Sequence[str] | str = (),
         **kwargs: Any,
     ) -> None:
-        super().__init__(timeout=timeout, **kwargs)
+        if kwargs.get("never_fail"):
+            raise ConfigurationError(
+                f"MySqlBinlogPurgeHeadroomSensor {kwargs.get('task_id')!r}: never_fail would turn a purged binlog "
+                "into a skip; use soft_fail=True to skip while the headroom is merely below the minimum"
+            )
+        super().__init__(timeout=timeout, poke_interval=poke_interval, **kwargs)
         self.pipeline = pipeline
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.metadata_conn_id = metadata_conn_id
         self.min_headroom_seconds = min_headroom_seconds
         self.deferrable = deferrable
+        self.skip_below_minimum = soft_fail
         self.resnapshot = resnapshot
         self._last_report: HeadroomReport | None = None
 
@@ -118,16 +149,23 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         return PokeReturnValue(report.status is not HeadroomStatus.BELOW_MINIMUM, report.as_xcom())
 
     def execute(self, context: Context) -> Any:
-        if not self.deferrable:
-            try:
-                xcom = super().execute(context)
-            except (AirflowSensorTimeout, AirflowSkipException) as exc:
-                if self._last_report is None or exc.__cause__ is not None:  # not a plain timeout
-                    raise
-                raise self._give_up(context, self._last_report.as_xcom(), type(exc)) from None
-            return self._finish(context, xcom)
+        """Check (and wait while below the minimum); return the ``ok`` report or fail/skip as documented."""
+        if self.deferrable:
+            return self._execute_deferrable(context)
+        try:
+            xcom = super().execute(context)
+        except AirflowSensorTimeout:
+            if self._last_report is None:
+                raise
+            raise self._give_up(context, self._last_report.as_xcom()) from None
+        return self._finish(context, xcom)
+
+    def _execute_deferrable(self, context: Context) -> Any:
+        """The first check in the worker; while below the minimum, the trigger checks until the deadline."""
+        deadline = time.time() + self.timeout
         report = self._check()
-        if report.status is HeadroomStatus.BELOW_MINIMUM and self.timeout > 0:
+        remaining = deadline - time.time()
+        if report.status is HeadroomStatus.BELOW_MINIMUM and remaining > 0:
             self.defer(
                 trigger=MySqlBinlogPurgeHeadroomTrigger(
                     pipeline=self.pipeline,
@@ -135,29 +173,25 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
                     metadata_conn_id=self.metadata_conn_id,
                     min_headroom_seconds=min_headroom(self.min_headroom_seconds),
                     poke_interval=self.poke_interval,
-                    deadline=time.time() + self.timeout,
+                    deadline=deadline,
                 ),
                 method_name="execute_complete",
                 # A safety net only: the trigger fires its own event at the deadline.
-                timeout=timedelta(seconds=self.timeout + max(60.0, 2 * self.poke_interval)),
+                timeout=timedelta(seconds=remaining + max(60.0, 2 * self.poke_interval)),
             )
         return self._finish(context, report.as_xcom())
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        """Resume after the trigger's event: return the report, or fail/skip as in ``execute``."""
+        """Resume after the trigger's event: return the report, or fail/skip as in ``execute``.
+
+        :class:`BaseSensorOperator`'s ``resume_execution`` passes the exceptions raised here through
+        unchanged, because its own ``soft_fail`` and ``never_fail`` stay False (see the class docstring).
+        """
         if event.get("status") == ERROR_STATUS:
             raise MySqlCdcError(f"the purge headroom check failed in the triggerer: {event.get('message')}")
         xcom: dict[str, Any] = event["report"]
         self._log_report(xcom)
         return self._finish(context, xcom)
-
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        # BaseSensorOperator.resume_execution turns every AirflowException into a generic skip under
-        # soft_fail. The trigger's event is handled like the first check instead (_finish applies
-        # soft_fail itself, keeps the report's message, and a purged binlog fails anyway).
-        if next_method == "execute_complete":
-            return BaseOperator.resume_execution(self, next_method, next_kwargs, context)
-        return super().resume_execution(next_method, next_kwargs, context)
 
     def _finish(self, context: Context, xcom: dict[str, Any]) -> dict[str, Any]:
         """Return an ``ok`` report; raise for ``purged`` (hard) or ``below_minimum`` (timeout or skip)."""
@@ -178,12 +212,11 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
                 return xcom
             context["ti"].xcom_push(key=HEADROOM_XCOM_KEY, value=xcom)
             raise AirflowFailException(xcom["message"])
-        raise self._give_up(context, xcom, AirflowSkipException if self.soft_fail else AirflowSensorTimeout)
+        raise self._give_up(context, xcom)
 
-    def _give_up(
-        self, context: Context, xcom: dict[str, Any], kind: type[AirflowSensorTimeout | AirflowSkipException]
-    ) -> Exception:
-        """Push the report and build the timeout (or, under ``soft_fail``, skip) carrying its message."""
+    def _give_up(self, context: Context, xcom: dict[str, Any]) -> Exception:
+        """Push the report and build the timeout (or, under ``soft_fail``, the skip) carrying its message."""
         context["ti"].xcom_push(key=HEADROOM_XCOM_KEY, value=xcom)
         waited = f" (still below the minimum after waiting {self.timeout:.0f} s)" if self.timeout else ""
+        kind = AirflowSkipException if self.skip_below_minimum else AirflowSensorTimeout
         return kind(f"{xcom['message']}{waited}")

@@ -236,10 +236,10 @@ def test_sensor_succeeds_with_enough_headroom_and_returns_the_report(
 
 @pytest.mark.airflow
 @pytest.mark.parametrize(("soft_fail", "state"), [(False, "failed"), (True, "skipped")])
-def test_sensor_below_the_minimum_fails_or_skips_at_once_by_default(
+def test_sensor_below_the_minimum_fails_or_skips_at_once_with_timeout_0(
     scratch_mysql: MySqlTestServer, layout: Layout, run_sensor: Callable[..., Any], soft_fail: bool, state: str
 ) -> None:
-    ti = run_sensor(f"headroom_below_{soft_fail}", min_headroom_seconds=7200, soft_fail=soft_fail, retries=2)
+    ti = run_sensor(f"headroom_below_{soft_fail}", min_headroom_seconds=7200, soft_fail=soft_fail, retries=2, timeout=0)
     assert ti.state == state
     assert ti.try_number == 1
     report = _xcom(ti, "headroom")
@@ -250,7 +250,10 @@ def test_sensor_below_the_minimum_fails_or_skips_at_once_by_default(
 
 
 @pytest.mark.airflow
-@pytest.mark.parametrize(("deferrable", "soft_fail", "state"), [(False, False, "failed"), (True, True, "skipped")])
+@pytest.mark.parametrize(
+    ("deferrable", "soft_fail", "state"),
+    [(False, False, "failed"), (False, True, "skipped"), (True, False, "failed"), (True, True, "skipped")],
+)
 def test_sensor_waits_until_its_timeout_for_headroom_to_recover(
     scratch_mysql: MySqlTestServer,
     layout: Layout,
@@ -261,15 +264,79 @@ def test_sensor_waits_until_its_timeout_for_headroom_to_recover(
 ) -> None:
     started = time.monotonic()
     ti = run_sensor(
-        f"headroom_wait_{deferrable}",
+        f"headroom_wait_{deferrable}_{soft_fail}",
         min_headroom_seconds=7200,
         timeout=3,
         poke_interval=1,
         deferrable=deferrable,
         soft_fail=soft_fail,
     )
-    assert time.monotonic() - started >= 3
+    assert 3 <= time.monotonic() - started < 30  # the deferred wait ends at the same deadline
     assert ti.state == state
+    assert _xcom(ti, "headroom")["status"] == "below_minimum"
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_sensor_succeeds_when_the_retention_is_raised_within_its_timeout(
+    scratch_mysql: MySqlTestServer, layout: Layout, run_sensor: Callable[..., Any], deferrable: bool
+) -> None:
+    """Below the minimum at the first check; the retention is raised while the sensor waits."""
+    raise_retention = threading.Timer(2, scratch_mysql.execute, ["SET GLOBAL binlog_expire_logs_seconds = 86400"])
+    started = time.monotonic()
+    raise_retention.start()
+    try:
+        ti = run_sensor(
+            f"headroom_recovers_{deferrable}",
+            min_headroom_seconds=7200,
+            timeout=60,
+            poke_interval=1,
+            deferrable=deferrable,
+            soft_fail=True,
+        )
+    finally:
+        raise_retention.join()
+    assert ti.state == "success"
+    assert 2 <= time.monotonic() - started < 60
+    report = _xcom(ti, "return_value")
+    assert report["status"] == "ok" and report["headroom_seconds"] > 7200
+    assert _xcom(ti, "headroom") is None
+
+
+@pytest.fixture
+def default_deferrable(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``[operators] default_deferrable = True`` while the sensor's module is imported again (its
+    ``deferrable`` default is read at import, as in Airflow's providers); imported again without it after."""
+    from airflow_provider_mysql_cdc.sensors import purge_headroom
+
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
+    importlib.reload(purge_headroom)
+    yield
+    monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE")
+    importlib.reload(purge_headroom)
+
+
+@pytest.mark.airflow
+def test_sensor_defers_when_airflow_defaults_to_deferrable(
+    scratch_mysql: MySqlTestServer, layout: Layout, run_sensor: Callable[..., Any], default_deferrable: None
+) -> None:
+    """No ``deferrable`` argument: the config decides; the wait runs in the trigger until the timeout."""
+    from airflow_provider_mysql_cdc.triggers import purge_headroom as trigger_module
+
+    checks: list[str] = []
+    check = trigger_module.check_pipeline_headroom
+
+    def counted(*args: Any) -> Any:
+        checks.append("trigger")
+        return check(*args)
+
+    started = time.monotonic()
+    with pytest.MonkeyPatch.context() as patch:  # counts the trigger's checks; each one is real
+        patch.setattr(trigger_module, "check_pipeline_headroom", counted)
+        ti = run_sensor("headroom_default_deferrable", min_headroom_seconds=7200, timeout=3, poke_interval=1)
+    assert 3 <= time.monotonic() - started < 30
+    assert ti.state == "failed"
+    assert len(checks) >= 2  # the trigger checked again until the deadline
     assert _xcom(ti, "headroom")["status"] == "below_minimum"
 
 
@@ -298,8 +365,39 @@ def test_sensor_fails_hard_when_the_binlog_is_purged_even_with_soft_fail_and_ret
 
 
 @pytest.mark.airflow
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_purge_while_the_sensor_waits_fails_it_hard_under_soft_fail(
+    scratch_mysql: MySqlTestServer, layout: Layout, run_sensor: Callable[..., Any], deferrable: bool
+) -> None:
+    """Below the minimum at the first check; the needed binlog is purged during the wait (deferred: the
+    trigger's event goes through Airflow's BaseSensorOperator.resume_execution)."""
+    purge = threading.Timer(2, scratch_mysql.execute, [f"PURGE BINARY LOGS TO '{layout.files[3]}'"])
+    started = time.monotonic()
+    purge.start()
+    try:
+        ti = run_sensor(
+            f"headroom_purged_while_waiting_{deferrable}",
+            min_headroom_seconds=7200,
+            timeout=60,
+            poke_interval=1,
+            deferrable=deferrable,
+            soft_fail=True,
+            retries=2,
+        )
+    finally:
+        purge.join()
+    assert ti.state == "failed"
+    assert ti.try_number == 1
+    assert 2 <= time.monotonic() - started < 60
+    report = _xcom(ti, "headroom")
+    assert report["status"] == "purged"
+    assert report["lost_gtids"]
+
+
+@pytest.mark.airflow
 def test_a_purged_event_from_the_trigger_fails_hard_under_soft_fail() -> None:
-    """The deferred path: BaseSensorOperator.resume_execution would turn the failure into a skip."""
+    """The deferred path through Airflow's own BaseSensorOperator.resume_execution (the sensor does not
+    override it): under soft_fail it would turn any failure into a generic skip, were soft_fail its."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from airflow_provider_mysql_cdc.sensors.purge_headroom import MySqlBinlogPurgeHeadroomSensor

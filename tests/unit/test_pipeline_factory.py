@@ -25,7 +25,7 @@ def test_the_tasks_run_in_order_and_capture_survives_skipped_upstreams() -> None
     assert sorted(dag.task_ids) == sorted(order)
     for upstream, downstream in itertools.pairwise(order):
         assert downstream in dag.get_task(upstream).downstream_task_ids
-    assert tasks.purge_headroom.soft_fail is True  # type: ignore[attr-defined]
+    assert tasks.purge_headroom.skip_below_minimum is True  # type: ignore[attr-defined]
     assert tasks.snapshot_plan.trigger_rule == "none_failed"  # after a skipped (low headroom) sensor
     assert tasks.capture.trigger_rule == "none_failed"
     # Order is kept by waiting on an unfinished previous run, not by depends_on_past (which waits
