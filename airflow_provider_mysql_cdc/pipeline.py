@@ -43,7 +43,7 @@ DEFAULT_MIN_HEADROOM_SECONDS = 6 * 3600
 _DOUBLING: bool | float = True if BASEOPERATOR_ARGS_EXPECTED_TYPES.get("retry_exponential_backoff") is bool else 2.0
 
 #: Retries of every task the factory creates. Terminal errors fail a task at once whatever these say
-#: (see :mod:`airflow_provider_mysql_cdc.operators.task_failure`); transient ones (server unreachable,
+#: (see :mod:`airflow_provider_mysql_cdc.task_failure`); transient ones (server unreachable,
 #: connection lost, window not closed yet) are retried after 30 s, 60 s, 120 s, 240 s.
 DEFAULT_RETRY_ARGS: Mapping[str, Any] = {
     "retries": 4,

@@ -30,7 +30,7 @@ from airflow_provider_mysql_cdc.operators.run_order import (
     previous_task_reader,
     wait_for_previous_run,
 )
-from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
+from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 
 if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
     from airflow_provider_mysql_cdc.staging import Staging

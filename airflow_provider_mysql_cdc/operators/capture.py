@@ -19,7 +19,7 @@ from airflow_provider_mysql_cdc.operators.run_order import (
     previous_task_reader,
     wait_for_previous_run,
 )
-from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
+from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 
 #: Server id announced on the binlog stream when the connection has no ``server_id`` extra.
 DEFAULT_REPLICA_SERVER_ID = 4_000_001

@@ -11,7 +11,7 @@ from airflow_provider_mysql_cdc.core.preflight import DEFAULT_MIN_BINLOG_RETENTI
 from airflow_provider_mysql_cdc.core.windows import patterns
 from airflow_provider_mysql_cdc.errors import PreflightFailedError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
-from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
+from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 
 
 class MySqlCdcPreflightOperator(BaseOperator):

@@ -21,12 +21,12 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection, patterns
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
-from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.snapshot.defaults import (
     DEFAULT_CHUNK_ROWS,
     DEFAULT_FETCH_ROWS,
     DEFAULT_LOCK_WAIT_TIMEOUT_SECONDS,
 )
+from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 
 if TYPE_CHECKING:  # the engine (PyMySQL, pyarrow) is imported when a task runs, not when a DAG is parsed
     from airflow_provider_mysql_cdc.snapshot.engine import SnapshotRequest

@@ -11,7 +11,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_provider_mysql_cdc.errors import TargetDiffersError, TargetNotVerifiableError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.operators.apply import ICEBERG_PACKAGE, apply_spark_conf
-from airflow_provider_mysql_cdc.operators.task_failure import terminal_errors_fail_task
+from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.verify import DEFAULT_VERIFY_SERVER_ID
 
 

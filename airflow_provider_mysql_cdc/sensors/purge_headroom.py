@@ -11,10 +11,16 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
-from airflow_provider_mysql_cdc.core.headroom import DEFAULT_MIN_HEADROOM_SECONDS, HeadroomReport, HeadroomStatus
+from airflow_provider_mysql_cdc.core.headroom import (
+    DEFAULT_MIN_HEADROOM_SECONDS,
+    HEADROOM_XCOM_KEY,
+    HeadroomReport,
+    HeadroomStatus,
+)
 from airflow_provider_mysql_cdc.core.windows import patterns
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.triggers.purge_headroom import (
     ERROR_STATUS,
     MySqlBinlogPurgeHeadroomTrigger,
@@ -22,8 +28,6 @@ from airflow_provider_mysql_cdc.triggers.purge_headroom import (
     min_headroom,
 )
 
-#: XCom key of the report pushed before the sensor fails or is skipped.
-HEADROOM_XCOM_KEY = "headroom"
 #: How long the sensor waits for the headroom to come back above the minimum (see the class docstring).
 DEFAULT_TIMEOUT = timedelta(minutes=5)
 #: Time between two checks while it waits.
@@ -58,7 +62,7 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
     capture moves the frontier forward or someone raises ``binlog_expire_logs_seconds``; meanwhile it
     shrinks by a second every second. The sensor runs in front of capture, so a long wait holds back
     the one task that fixes the problem. Five minutes lets a capture of an earlier run that is still
-    finishing publish its window (capture has ``depends_on_past``) or a retention change land, and
+    finishing publish its window or a retention change land, and
     costs little (under 2 % of the default 6 h minimum). ``timeout=0`` lets the first check decide.
 
     ``soft_fail`` is applied by this sensor, not by :class:`BaseSensorOperator` (whose ``soft_fail``
@@ -148,6 +152,7 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
         report = self._check()
         return PokeReturnValue(report.status is not HeadroomStatus.BELOW_MINIMUM, report.as_xcom())
 
+    @terminal_errors_fail_task
     def execute(self, context: Context) -> Any:
         """Check (and wait while below the minimum); return the ``ok`` report or fail/skip as documented."""
         if self.deferrable:
@@ -181,6 +186,7 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
             )
         return self._finish(context, report.as_xcom())
 
+    @terminal_errors_fail_task
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after the trigger's event: return the report, or fail/skip as in ``execute``.
 

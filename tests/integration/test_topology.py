@@ -193,7 +193,7 @@ def run_the_dag(
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from airflow_provider_mysql_cdc.sensors.purge_headroom import HEADROOM_XCOM_KEY
+    from airflow_provider_mysql_cdc.core.headroom import HEADROOM_XCOM_KEY
     from tests.integration.test_airflow_dag import _forget_earlier_runs, _run_example, _states
 
     _forget_earlier_runs()

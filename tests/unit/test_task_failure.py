@@ -22,7 +22,7 @@ from airflow_provider_mysql_cdc.errors import (
     error_named,
 )
 from airflow_provider_mysql_cdc.operators.apply import SparkApplyOperator
-from airflow_provider_mysql_cdc.operators.task_failure import as_task_failure, terminal_errors_fail_task
+from airflow_provider_mysql_cdc.task_failure import as_task_failure, terminal_errors_fail_task
 
 TERMINAL = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, TerminalCdcError)]
 TRANSIENT = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, TransientCdcError)]
