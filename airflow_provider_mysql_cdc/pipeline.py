@@ -234,6 +234,7 @@ def mysql_cdc_pipeline(
             conn_id=spark_conn_id,
             asset_alias=asset_alias,
             headroom_task_id=purge_headroom.task_id,
+            mysql_cdc_conn_id=mysql_cdc_conn_id,
             schema_change_policy=schema_change_policy,
             **{**retries, **dict(apply_kwargs or {})},
         )

@@ -26,6 +26,9 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{AIRFLOW_TEST_HOME / 'airflow.db'}"
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+# The OpenLineage provider is installed (dev extra) but emits nothing unless a test turns it on (the
+# lineage test does, for its own Airflow processes), whatever the developer's environment configures.
+os.environ["AIRFLOW__OPENLINEAGE__DISABLED"] = "True"
 
 from tests.mysql_servers import MySqlTestServer, external_server, running_local  # noqa: E402
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -17,12 +16,27 @@ from airflow.sdk import Asset, AssetAlias, BaseHook, Connection, Context
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
 from airflow_provider_mysql_cdc.core.freshness import freshness, newest_commit, rows_by_op
 from airflow_provider_mysql_cdc.core.headroom import HEADROOM_XCOM_KEY
+from airflow_provider_mysql_cdc.core.lineage import (
+    AppliedTable,
+    MySqlServer,
+    TaskLineage,
+    apply_lineage,
+    identifier_parts,
+)
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     MySqlCdcError,
     TerminalCdcError,
     TransientCdcError,
     error_named,
+)
+from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.lineage import (
+    OpenLineageFacets,
+    staged_columns,
+    staged_snapshots_uri,
+    staged_windows_uri,
+    with_parent_job_properties,
 )
 from airflow_provider_mysql_cdc.operators.run_order import (
     DEFAULT_PREVIOUS_RUN_WAIT,
@@ -84,7 +98,7 @@ def iceberg_table_asset(target: str) -> Asset:
     Schedule a downstream DAG on it: ``schedule=[iceberg_table_asset("lake.demo.orders")]``; the apply
     task emits an event for it whenever a run commits changes to the table.
     """
-    parts = [part.replace("``", "`") for part in re.findall(r"`((?:[^`]|``)*)`", target)] or target.split(".")
+    parts = identifier_parts(target)
     return Asset(name=".".join(parts), uri="iceberg://" + "/".join(parts))
 
 
@@ -117,7 +131,7 @@ def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-class SparkApplyOperator(SparkSubmitOperator):
+class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
     """MERGE a pipeline's staged windows (and the snapshots they build on) into Iceberg tables.
 
     Writes an :class:`~airflow_provider_mysql_cdc.apply.contract.ApplySpec` (the settings below) to the
@@ -154,6 +168,16 @@ class SparkApplyOperator(SparkSubmitOperator):
         applied in order; see :mod:`airflow_provider_mysql_cdc.operators.run_order`), then fail naming it.
     :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
         is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
+    :param mysql_cdc_conn_id: the pipeline's MySQL source connection; only its host and port are read, to
+        name the source tables in the task's OpenLineage events (None: they are left out).
+    :param openlineage_inject_parent_job_info: when OpenLineage is enabled, give the Spark job this task's
+        run as its OpenLineage parent (``spark.openlineage.parent*``/``rootParent*`` properties). The
+        transport settings are never passed (they can hold an API key): configure the OpenLineage Spark
+        listener's transport in the cluster's ``spark-defaults``.
+
+    OpenLineage (when enabled): inputs are the pipeline's staged windows (and snapshots, when the run
+    loaded one) and the MySQL tables of the run, outputs the Iceberg targets, each with column lineage
+    from its MySQL table (see the README's "Lineage").
 
     With no window to apply (``windows`` renders to None or "": the capture found the run's interval
     already covered) the task succeeds without starting Spark. Before submitting, Spark's memory is
@@ -170,6 +194,7 @@ class SparkApplyOperator(SparkSubmitOperator):
         "warehouse",
         "target_template",
         "schema_change_policy",
+        "mysql_cdc_conn_id",
     )
     ui_color = "#fde9c7"
 
@@ -198,8 +223,16 @@ class SparkApplyOperator(SparkSubmitOperator):
         conn_id: str = "spark_default",
         headroom_task_id: str | None = None,
         previous_run_wait: timedelta = DEFAULT_PREVIOUS_RUN_WAIT,
+        mysql_cdc_conn_id: str | None = MySqlCdcHook.default_conn_name,
+        openlineage_inject_parent_job_info: bool = True,
         **kwargs: Any,
     ) -> None:
+        if kwargs.pop("openlineage_inject_transport_info", False):
+            raise ConfigurationError(
+                "SparkApplyOperator does not pass OpenLineage transport settings to spark-submit: they can hold "
+                "an API key, which would then be in its command line; configure the OpenLineage Spark listener's "
+                "transport in the cluster's spark-defaults instead"
+            )
         if asset_alias:
             kwargs["outlets"] = [*kwargs.get("outlets", []), AssetAlias(asset_alias)]
         super().__init__(
@@ -209,6 +242,9 @@ class SparkApplyOperator(SparkSubmitOperator):
             packages=packages,
             name=name,
             conn_id=conn_id,
+            # The parent run is added by execute() (before the hook exists); the transport never is.
+            openlineage_inject_parent_job_info=False,
+            openlineage_inject_transport_info=False,
             **kwargs,
         )
         self.spark_conn_id = conn_id
@@ -231,6 +267,8 @@ class SparkApplyOperator(SparkSubmitOperator):
         self.headroom_task_id = headroom_task_id
         #: How to get past the previous run's failed apply (set when it failed; named in a gap error).
         self.previous_failure = ""
+        self.mysql_cdc_conn_id = mysql_cdc_conn_id
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
 
     def apply_spec(self, report_uri: str) -> ApplySpec:
         """What the job is asked to do, from the (rendered) arguments; no credential is part of it (the
@@ -269,6 +307,8 @@ class SparkApplyOperator(SparkSubmitOperator):
         if previous is not None and previous.failed:
             self.previous_failure = failed_previous_note(self.dag_id, self.task_id, previous)
         self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
+        if self.openlineage_inject_parent_job_info:
+            self.conf = with_parent_job_properties(self.conf, context)
         run_id = str(context["run_id"])
         try_number = int(getattr(context.get("ti"), "try_number", 1) or 1)
         from airflow_provider_mysql_cdc.staging import Staging
@@ -299,11 +339,13 @@ class SparkApplyOperator(SparkSubmitOperator):
             if report is None:
                 raise
             self._log_report(report)
+            self._record_lineage(functools.partial(self._lineage, staging, report))
             raise self._failure(report) from exc
         report = self._read_report(staging, report_path)
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
         self._log_report(report)
+        self._record_lineage(functools.partial(self._lineage, staging, report))
         self._emit_asset_events(context, report, staging)
         return self._xcom(report)
 
@@ -330,6 +372,30 @@ class SparkApplyOperator(SparkSubmitOperator):
                 self._driver_memory,
             )
         self.conf = {**(self.conf or {}), **settings}
+
+    def _lineage(self, staging: Staging, report: ApplyReport) -> TaskLineage:
+        """What the run read (staged windows and snapshots; the MySQL tables they come from) and wrote
+        (the Iceberg targets, each column a copy of its MySQL column)."""
+        columns = staged_columns(staging, report.first_window, report.last_window, report.tables)
+        tables = [
+            AppliedTable(name, table.target, columns.get(name, ()), sum(table.rows.values()))
+            for name, table in report.tables.items()
+        ]
+        staged = [staged_windows_uri(self.staging_uri, self.pipeline)]
+        if any(table.snapshot_chunks_loaded for table in report.tables.values()):
+            staged.append(staged_snapshots_uri(self.staging_uri, self.pipeline))
+        return apply_lineage(self._lineage_source(), tables, staged, self.warehouse, self.catalog_conf)
+
+    def _lineage_source(self) -> MySqlServer | None:
+        """Host and port of the MySQL source (None without a connection, or when it cannot be read)."""
+        if not self.mysql_cdc_conn_id:
+            return None
+        try:
+            config = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id).get_connection_config()
+        except Exception as exc:  # lineage only: the apply itself needs no MySQL connection
+            self.log.warning("OpenLineage: the MySQL source tables are left out (%s)", type(exc).__name__)
+            return None
+        return MySqlServer(config.host, config.port)
 
     def _emit_asset_events(self, context: Context, report: ApplyReport, staging: Staging) -> None:
         """Through the task's AssetAlias outlet: an event for the pipeline, and one per target table that

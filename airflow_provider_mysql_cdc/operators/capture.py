@@ -9,10 +9,12 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.lineage import MySqlServer, TaskLineage, capture_lineage, staging_lineage
 from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, WindowCaps
 from airflow_provider_mysql_cdc.errors import WindowOrderError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets, staged_windows_uri
 from airflow_provider_mysql_cdc.operators.run_order import (
     DEFAULT_PREVIOUS_RUN_WAIT,
     failed_previous_note,
@@ -25,11 +27,14 @@ from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 DEFAULT_REPLICA_SERVER_ID = 4_000_001
 
 
-class MySqlBinlogCaptureOperator(BaseOperator):
+class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
     """Capture the run's window of ``pipeline``: binlog from the window's lower GTID set to its cut-off.
 
     Returns (XCom) the window id, lower and upper GTID sets, manifest URI and row counts. Re-running
     (clearing) the task re-captures the same window; see the README's "Windows" section.
+
+    OpenLineage (when enabled): inputs are the MySQL tables whose changes the window staged, the output
+    is the pipeline's staged windows (see the README's "Lineage").
 
     :param pipeline: pipeline name (one frontier, one window sequence).
     :param staging_uri: pyarrow filesystem URI of the staging root (local path, ``s3://``, ...).
@@ -107,10 +112,14 @@ class MySqlBinlogCaptureOperator(BaseOperator):
         )
         task = f"pipeline {self.pipeline!r} {self.task_id}"
         previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
+        self._record_lineage(
+            lambda: staging_lineage(staged_windows_uri(self.staging_uri, self.pipeline))
+        )  # a failed run's FAIL event
         store = metadata_store(self.metadata_conn_id)
         covered = covered_run(request, store)
         if covered is not None:
             self.log.info("pipeline %s: no window for this run: %s", self.pipeline, covered["covered"])
+            self._record_lineage(TaskLineage)  # nothing read, nothing written
             return covered
         try:
             result = capture_window(request, source, store)
@@ -118,6 +127,13 @@ class MySqlBinlogCaptureOperator(BaseOperator):
             if previous is None or not previous.failed:
                 raise
             raise WindowOrderError(f"{error}. {failed_previous_note(self.dag_id, self.task_id, previous)}") from error
+        self._record_lineage(
+            lambda: capture_lineage(
+                MySqlServer(source.host, source.port),
+                result.table_counts,
+                staged_windows_uri(self.staging_uri, self.pipeline),
+            )
+        )
         self.log.info(
             "pipeline %s window %s: %s transactions, rows by op %s, manifest %s",
             result.pipeline,

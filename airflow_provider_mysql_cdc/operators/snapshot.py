@@ -17,10 +17,17 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
+from airflow_provider_mysql_cdc.core.lineage import (
+    MySqlServer,
+    snapshot_chunk_lineage,
+    snapshot_plan_lineage,
+    staging_lineage,
+)
 from airflow_provider_mysql_cdc.core.windows import TableSelection, patterns
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets, staged_snapshots_uri
 from airflow_provider_mysql_cdc.snapshot.defaults import (
     DEFAULT_CHUNK_ROWS,
     DEFAULT_FETCH_ROWS,
@@ -57,7 +64,7 @@ def _key_columns(value: Mapping[str, Sequence[str]] | None) -> dict[str, list[st
     }
 
 
-class _SnapshotOperatorBase(BaseOperator):
+class _SnapshotOperatorBase(OpenLineageFacets, BaseOperator):
     """Parameters both snapshot operators share (they build the same :class:`SnapshotRequest`)."""
 
     def __init__(
@@ -105,6 +112,8 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
 
     Airflow caps a mapped task at ``[core] max_map_length`` indexes (1024 by default): choose
     ``chunk_rows`` for very large tables before their first snapshot, or raise that setting.
+
+    OpenLineage (when enabled): inputs are the tables planned (their keys were read); no output.
 
     :param pipeline: pipeline name (one frontier, one window sequence).
     :param staging_uri: pyarrow filesystem URI of the staging root (local path, ``s3://``, ...).
@@ -164,6 +173,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
             max_chunks=conf.getint("core", "max_map_length", fallback=DEFAULT_MAX_MAP_LENGTH),
         )
         plan = plan_snapshot(request, source, metadata_store(self.metadata_conn_id))
+        self._record_lineage(lambda: snapshot_plan_lineage(MySqlServer(source.host, source.port), plan.tables))
         arguments = plan.mapped_arguments()
         if plan.snapshot_id is None:
             self.log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", plan.pipeline)
@@ -186,6 +196,9 @@ class MySqlSnapshotOperator(_SnapshotOperatorBase):
     consistent-snapshot transaction and marks the chunk finished with its GTID frontier. A finished
     chunk is never redone: re-running the task verifies and returns it. Returns (XCom) the table,
     chunk number, row count, frontier, manifest URI and lock time.
+
+    OpenLineage (when enabled): the input is the chunk's MySQL table, the output the pipeline's staged
+    snapshots (see the README's "Lineage").
 
     :param snapshot_chunk: one element of :class:`MySqlSnapshotPlanOperator`'s return value.
     :param pipeline: pipeline name (the plan's).
@@ -241,12 +254,19 @@ class MySqlSnapshotOperator(_SnapshotOperatorBase):
             fetch_rows=_positive_int(self.fetch_rows, "fetch_rows"),
             lock_wait_timeout_seconds=self.lock_wait_timeout_seconds,
         )
+        snapshots = staged_snapshots_uri(self.staging_uri, self.pipeline)
+        self._record_lineage(lambda: staging_lineage(snapshots))  # a failed run's FAIL event
         result = snapshot_chunk(
             request,
             str(argument["snapshot_id"]),
             SnapshotChunk.from_json(argument["chunk"]),
             source,
             metadata_store(self.metadata_conn_id),
+        )
+        self._record_lineage(
+            lambda: snapshot_chunk_lineage(
+                MySqlServer(source.host, source.port), result.table_name, result.rows, snapshots
+            )
         )
         self.log.info(
             "snapshot %s, %s chunk %s: %s rows%s, table lock held %s, manifest %s",

@@ -8,14 +8,16 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
+from airflow_provider_mysql_cdc.core.lineage import MySqlServer, verify_lineage
 from airflow_provider_mysql_cdc.errors import TargetDiffersError, TargetNotVerifiableError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.operators.apply import ICEBERG_PACKAGE, apply_spark_conf
+from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets
 from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.verify import DEFAULT_VERIFY_SERVER_ID
 
 
-class MySqlCdcVerifyOperator(BaseOperator):
+class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
     """Verify that Iceberg targets equal their MySQL tables as of one GTID set, while MySQL is written to.
 
     Reads each table in a consistent snapshot (GTID set ``S``), brings the target to ``S`` in memory
@@ -23,6 +25,8 @@ class MySqlCdcVerifyOperator(BaseOperator):
     the target is never written), then compares hash ranges of the key by checksum and the ranges that
     differ row by row. Returns the report (XCom: tables, ``S``, ranges checked, differing keys and
     columns, rows missing/extra/changed). See the README's "Verify" section.
+
+    OpenLineage (when enabled): inputs are each verified MySQL table and its Iceberg target; no output.
 
     The verification runs in a child process of the task (its Spark driver too: ``spark_master``
     ``local[*]`` by default, or a cluster URL); the connection's password reaches it on stdin only.
@@ -138,6 +142,14 @@ class MySqlCdcVerifyOperator(BaseOperator):
         conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **self.spark_conf}
         settings = SparkSettings(self.spark_master, conf, self.jars, self.packages)
         report = run_verify_child(source, request, settings)
+        self._record_lineage(
+            lambda: verify_lineage(
+                MySqlServer(source.host, source.port),
+                {table.table: table.target for table in report.tables},
+                self.warehouse,
+                self.catalog_conf,
+            )
+        )
         for line in report.describe().splitlines():
             self.log.info("%s", line)
         return check_report(

@@ -150,6 +150,14 @@ class Staging:
         """Everything this pipeline staged."""
         return self.pipeline
 
+    def windows_dir(self) -> str:
+        """Every window of the pipeline (its lineage dataset: what capture writes and apply reads)."""
+        return f"{self.pipeline}/windows"
+
+    def snapshots_dir(self) -> str:
+        """Every snapshot of the pipeline (its lineage dataset: what snapshot chunks write and apply reads)."""
+        return f"{self.pipeline}/snapshots"
+
     def window_dir(self, window_id: int) -> str:
         """Directory of one window."""
         return f"{self.pipeline}/windows/{window_id:08d}"
