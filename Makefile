@@ -5,17 +5,20 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 CONSTRAINTS := constraints/constraints-3.11.txt
+VENV_LOWEST := .venv-lowest
+LOWEST_CONSTRAINTS := constraints/constraints-lowest-3.11.txt
 DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv mysql-install mysql-up mysql-down mysql-status jars lint test test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e constraints clean
+.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
+	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | constraints | clean"
+	@echo "make venv | venv-lowest | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -50,6 +53,44 @@ lint: venv
 test: venv mysql-install jars lint
 	@rc=0; $(PY) -m pytest || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# The floors of pyproject.toml (constraints/constraints-lowest-3.11.txt) in a venv of their own, with
+# MySQL and the jars installed into .cache as for `make test` (nothing here uses .venv). The tests: every
+# unit test, then at least one per library boundary: Airflow (the provider's registration, DagBag, one
+# `airflow dags test` run of the example with mapped snapshot chunks, Spark apply and verify, then
+# `airflow tasks test` of each task; the sensor, deferred, and its trigger), PyMySQL and
+# python-mysql-replication (binlog reading, capture, compressed transactions and their memory bound, every
+# type, snapshots and the raw-packet snapshot reader), the Spark provider, pyspark and pyarrow (apply of
+# windows, every type of the type map through Parquet into Iceberg).
+LOWEST_TESTS := tests/unit \
+	tests/integration/test_airflow_dag.py::test_airflow_lists_the_provider \
+	tests/integration/test_airflow_dag.py::test_example_dags_import_without_errors \
+	tests/integration/test_airflow_dag.py::test_example_dag_fails_on_a_misconfigured_server \
+	tests/integration/test_airflow_dag.py::test_airflow_tasks_test_runs_every_task_of_the_example \
+	tests/integration/test_purge_headroom.py \
+	tests/integration/test_binlog_reader.py \
+	tests/integration/test_capture.py \
+	tests/integration/test_compressed_transactions.py \
+	tests/integration/test_type_roundtrip.py \
+	tests/integration/test_snapshot.py \
+	tests/integration/test_snapshot_fast_reader.py \
+	tests/integration/test_apply.py::test_snapshot_then_windows_equal_mysql_after_every_window \
+	tests/integration/test_apply.py::test_every_type_of_the_type_map_lands_as_a_fresh_snapshot_stages_it
+
+venv-lowest: $(VENV_LOWEST)/.installed
+
+$(VENV_LOWEST)/.installed: pyproject.toml $(LOWEST_CONSTRAINTS)
+	test -x $(VENV_LOWEST)/bin/python || $(PYTHON) -m venv $(VENV_LOWEST)
+	$(VENV_LOWEST)/bin/python -m pip install --quiet --upgrade "pip>=24"
+	$(VENV_LOWEST)/bin/python -m pip install --quiet -c $(LOWEST_CONSTRAINTS) -e ".[spark,dev]"
+	touch $@
+
+test-lowest: venv-lowest
+	$(VENV_LOWEST)/bin/python -m testbed.mysql install
+	$(VENV_LOWEST)/bin/python scripts/iceberg_jars.py --python $(VENV_LOWEST)/bin/python
+	@rc=0; MYSQL_CDC_TEST_INSTANCE_PREFIX=$${MYSQL_CDC_TEST_INSTANCE_PREFIX:-lowest} \
+		$(VENV_LOWEST)/bin/python -m pytest $(LOWEST_TESTS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-lowest: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-unit: venv
 	$(PY) -m pytest tests/unit
@@ -111,6 +152,14 @@ constraints:
 	.cache/constraints-venv/bin/pip install --quiet -e ".[spark,dev]"
 	(echo "# Exact package set the tests and the demo use (Python 3.11). Regenerate with: make constraints"; \
 	 .cache/constraints-venv/bin/pip freeze --exclude-editable | grep -v '^-e') > $(CONSTRAINTS)
+
+# The lowest-supported set after changing a floor in pyproject.toml (scripts/lowest_constraints.py says
+# how): the floors pinned, what they need resolved as of LOWEST_RESOLVED_BEFORE, the dev tools on top.
+# LOWEST_RESOLVED_BEFORE is the day after the newest floor's release (PyMySQL 1.2.1).
+LOWEST_RESOLVED_BEFORE ?= 2026-09-18T00:00:00Z
+constraints-lowest:
+	$(PYTHON) scripts/lowest_constraints.py --resolved-before $(LOWEST_RESOLVED_BEFORE) \
+		--venv .cache/constraints-lowest-venv --output $(LOWEST_CONSTRAINTS)
 
 clean:
 	-$(PY) -m testbed.mysql stop-all
