@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -108,6 +109,15 @@ def iceberg_table_asset(target: str) -> Asset:
 WITHHELD_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__")
 #: Other variables the job is not given (the MySQL client's password).
 WITHHELD_NAMES = frozenset({"MYSQL_PWD"})
+
+
+#: The Spark provider's own OpenLineage injection (arguments of its newer versions), switched off: the parent
+#: run is added by ``execute()`` before the hook exists, and the transport never is.
+_BASE_OPENLINEAGE_INJECTION_OFF: dict[str, Any] = {
+    name: False
+    for name in ("openlineage_inject_parent_job_info", "openlineage_inject_transport_info")
+    if name in inspect.signature(SparkSubmitOperator.__init__).parameters
+}
 
 
 def spark_master(connection: Connection) -> str:
@@ -242,9 +252,7 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
             packages=packages,
             name=name,
             conn_id=conn_id,
-            # The parent run is added by execute() (before the hook exists); the transport never is.
-            openlineage_inject_parent_job_info=False,
-            openlineage_inject_transport_info=False,
+            **_BASE_OPENLINEAGE_INJECTION_OFF,
             **kwargs,
         )
         self.spark_conn_id = conn_id
