@@ -1,6 +1,6 @@
 """Command line: ``python -m airflow_provider_mysql_cdc preflight --conn-id mysql_cdc_default``, and
-``python -m airflow_provider_mysql_cdc verify --pipeline P --tables db.t --warehouse W`` (see the
-README's "Verify" section).
+``python -m airflow_provider_mysql_cdc verify --pipeline P --tables db.t --warehouse W`` (see
+docs/operators.md "Verify: the lake against MySQL as of one GTID set").
 
 Credentials come from the Airflow connection (metadata database, secrets backend or an
 ``AIRFLOW_CONN_<ID>`` environment variable), never from the command line.

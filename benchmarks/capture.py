@@ -41,7 +41,7 @@ Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-cap
 ``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped
 and re-created; the ``cdc`` account is created if missing, password from
 ``MYSQL_CDC_TEST_CDC_PASSWORD``, default ``cdc-test-pw``). The server needs the settings listed in
-the README (GTIDs, ROW binlog, FULL row image and metadata).
+docs/connection.md (GTIDs, ROW binlog, FULL row image and metadata).
 
 The last line printed is always::
 

@@ -61,7 +61,7 @@ Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-e2e
 
 ``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped and
 re-created; the ``cdc`` account is created if missing, password from ``MYSQL_CDC_TEST_CDC_PASSWORD``,
-default ``cdc-test-pw``). The server needs the settings listed in the README (GTIDs, ROW binlog, FULL
+default ``cdc-test-pw``). The server needs the settings listed in docs/connection.md (GTIDs, ROW binlog, FULL
 row image and metadata). ``--workdir`` keeps Airflow's home, the logs of both runs
 (``run-1.log``, ``run-2.log``), staging and the warehouse in that directory (it must be empty or
 absent); by default they go to a temporary directory that is deleted at the end.

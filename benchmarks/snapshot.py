@@ -50,7 +50,7 @@ Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-sna
 ``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped
 and re-created; the ``cdc`` account is created if missing, password from
 ``MYSQL_CDC_TEST_CDC_PASSWORD``, default ``cdc-test-pw``; ``mysqldump`` is still the bundled one).
-The server needs the settings listed in the README (GTIDs, ROW binlog, FULL row image and metadata).
+The server needs the settings listed in docs/connection.md (GTIDs, ROW binlog, FULL row image and metadata).
 
 The last line printed is always::
 

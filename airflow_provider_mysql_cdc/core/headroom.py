@@ -229,8 +229,8 @@ def assess_headroom(
             HeadroomStatus.PURGED,
             f"{name} can no longer be captured from the binlog: the server already purged {lost} (gtid_purged "
             f"minus the capture frontier {str(frontier) or '(empty)'}); those transactions are gone. Recover by "
-            f"re-snapshotting the affected tables, e.g. {RESNAPSHOT_EXAMPLE} (README 'Operating it'); capture then "
-            "continues after the purged transactions.",
+            f"re-snapshotting the affected tables, e.g. {RESNAPSHOT_EXAMPLE} (docs/operations.md 'Operating it'); "
+            "capture then continues after the purged transactions.",
             headroom=0.0,
             lag=lag,
             lost=lost,

@@ -52,8 +52,8 @@ from airflow_provider_mysql_cdc.errors import (
 
 _NUMBERED_FILE = re.compile(r"(?P<base>.*)\.(?P<number>[0-9]+)")
 
-#: The README section the guard errors point to.
-README_SECTION = "README 'Server identity and history guards'"
+#: The documentation section the guard errors point to.
+DOCS_SECTION = "docs/concepts.md 'Server identity and history guards'"
 
 
 def binlog_number(name: str) -> tuple[str, int] | None:
@@ -204,7 +204,7 @@ def _choices(server: ServerObservation, required: GtidSet, previous: RecordedObs
         f"(SELECT GTID_SUBSET('{required}', @@GLOBAL.gtid_executed) returns 1 on it) and re-run; (2) point "
         f"the connection at a server that holds them{back}; (3) to continue from this server's history "
         "instead, re-snapshot under a new pipeline: a new pipeline name (and target tables), which snapshots "
-        f"every table from this server. See {README_SECTION}"
+        f"every table from this server. See {DOCS_SECTION}"
     )
 
 
@@ -244,7 +244,7 @@ def _reset_message(
         "reset or restored by mistake), point it there; (2) to continue from this server's new history, "
         "re-snapshot under a new pipeline: a new pipeline name (and target tables), which snapshots every "
         f"table from this server. The pipeline's GTID frontier cannot follow a history that starts over. See "
-        f"{README_SECTION}"
+        f"{DOCS_SECTION}"
     )
 
 

@@ -4,7 +4,7 @@ One :class:`ColumnSpec` describes one source column as the binlog's table map (w
 ``binlog_row_metadata=FULL``) describes it; :func:`arrow_type` maps it to the Arrow type its values
 are staged as; :func:`arrow_schema` is a staged file's schema (the table's columns in table order,
 then :data:`CDC_COLUMNS`); :func:`schema_fingerprint` names a schema version. The map, with the
-Spark/Iceberg types the columns land as, is documented in the README's "Type map".
+Spark/Iceberg types the columns land as, is documented in docs/type-map.md "Type map".
 
 Staged values are lossless where Arrow can hold them. Where MySQL stores a value that has no Arrow
 counterpart (zero and partial dates such as ``0000-00-00`` or ``2024-00-15``), the typed column is
@@ -166,7 +166,7 @@ class ColumnSpec:
 
 
 def arrow_type(spec: ColumnSpec) -> pa.DataType:
-    """The Arrow type a column's values are staged as (see the README's "Type map")."""
+    """The Arrow type a column's values are staged as (see docs/type-map.md "Type map")."""
     if spec.mysql_type in INTEGER_TYPES:
         signed, unsigned = INTEGER_TYPES[spec.mysql_type]
         return unsigned if spec.unsigned else signed

@@ -11,7 +11,7 @@ column). Two steps, each for one reason:
   class for a subclass that overrides the library's per-value reading routine for the duration of
   the call, so no other user of the library sees a change.
 * :class:`RowConverter` turns one decoded row dict into the staged values, in column order, then
-  the ``_cdc_invalid_values`` map (see the README's "Type map").
+  the ``_cdc_invalid_values`` map (see docs/type-map.md "Type map").
 
 The table map the events refer to must have been parsed with the library fixes installed
 (:func:`~airflow_provider_mysql_cdc.capture.binlog_library.install_library_fixes`, which

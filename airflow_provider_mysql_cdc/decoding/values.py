@@ -3,7 +3,7 @@ DECIMAL encodings.
 
 * :class:`InvalidValue` marks a value MySQL stores but the typed column cannot hold (zero and
   partial dates, a zero TIMESTAMP, year 0): every path stages NULL and keeps the text in
-  ``_cdc_invalid_values`` (see the README's "Type map").
+  ``_cdc_invalid_values`` (see docs/type-map.md "Type map").
 * :func:`time_text` / :func:`timedelta_text`: TIME as MySQL prints it (``-838:59:59.000000``).
 * :func:`datetime_or_invalid`, :func:`timestamp_value`: a DATETIME's fields / a TIMESTAMP's epoch
   seconds as the staged value or the :class:`InvalidValue` of its text.

@@ -67,7 +67,7 @@ def apply_spark_conf(catalog: str, warehouse: str | None, catalog_conf: Mapping[
     conf = {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         prefix: "org.apache.iceberg.spark.SparkCatalog",
-        # The job pins a table while it plans and merges it (see the README's "Exactly once").
+        # Cache entries never expire: the job pins a table while it plans and merges it (refreshing it itself).
         f"{prefix}.cache.expiration-interval-ms": "-1",
         "spark.sql.session.timeZone": "UTC",
     }
@@ -89,7 +89,7 @@ DEFAULT_ASSET_ALIAS = "mysql_cdc_iceberg_tables"
 def pipeline_asset(pipeline: str) -> Asset:
     """The Airflow Asset of a whole pipeline: one event per applied run, whose metadata (frontier, last
     commit time, lag, purge headroom, rows by op, tables) make the Asset's page in the Airflow UI the
-    pipeline's dashboard (README "Observability")."""
+    pipeline's dashboard (docs/operators.md "Observability: the pipeline's Asset is its dashboard")."""
     return Asset(name=f"mysql_cdc.{pipeline}", uri=f"mysql-cdc://pipeline/{pipeline}")
 
 
@@ -187,7 +187,7 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
 
     OpenLineage (when enabled): inputs are the pipeline's staged windows (and snapshots, when the run
     loaded one) and the MySQL tables of the run, outputs the Iceberg targets, each with column lineage
-    from its MySQL table (see the README's "Lineage").
+    from its MySQL table (see docs/operators.md "Lineage (OpenLineage)").
 
     With no window to apply (``windows`` renders to None or "": the capture found the run's interval
     already covered) the task succeeds without starting Spark. Before submitting, Spark's memory is
@@ -407,7 +407,8 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
 
     def _emit_asset_events(self, context: Context, report: ApplyReport, staging: Staging) -> None:
         """Through the task's AssetAlias outlet: an event for the pipeline, and one per target table that
-        got new commits, carrying the frontier, freshness and purge headroom (README "Observability")."""
+        got new commits, carrying the frontier, freshness and purge headroom (docs/operators.md
+        "Observability: the pipeline's Asset is its dashboard")."""
         if not self.asset_alias:
             return
         windows = range(report.first_window, report.last_window + 1)

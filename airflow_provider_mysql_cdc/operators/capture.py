@@ -31,10 +31,10 @@ class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
     """Capture the run's window of ``pipeline``: binlog from the window's lower GTID set to its cut-off.
 
     Returns (XCom) the window id, lower and upper GTID sets, manifest URI and row counts. Re-running
-    (clearing) the task re-captures the same window; see the README's "Windows" section.
+    (clearing) the task re-captures the same window; see docs/concepts.md "Windows and cut-off rules".
 
     OpenLineage (when enabled): inputs are the MySQL tables whose changes the window staged, the output
-    is the pipeline's staged windows (see the README's "Lineage").
+    is the pipeline's staged windows (see docs/operators.md "Lineage (OpenLineage)").
 
     :param pipeline: pipeline name (one frontier, one window sequence).
     :param staging_uri: pyarrow filesystem URI of the staging root (local path, ``s3://``, ...).

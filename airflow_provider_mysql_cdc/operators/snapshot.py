@@ -198,7 +198,7 @@ class MySqlSnapshotOperator(_SnapshotOperatorBase):
     chunk number, row count, frontier, manifest URI and lock time.
 
     OpenLineage (when enabled): the input is the chunk's MySQL table, the output the pipeline's staged
-    snapshots (see the README's "Lineage").
+    snapshots (see docs/operators.md "Lineage (OpenLineage)").
 
     :param snapshot_chunk: one element of :class:`MySqlSnapshotPlanOperator`'s return value.
     :param pipeline: pipeline name (the plan's).

@@ -24,7 +24,7 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
     (the changes between the target's applied frontier and ``S`` are captured and applied in Spark;
     the target is never written), then compares hash ranges of the key by checksum and the ranges that
     differ row by row. Returns the report (XCom: tables, ``S``, ranges checked, differing keys and
-    columns, rows missing/extra/changed). See the README's "Verify" section.
+    columns, rows missing/extra/changed). See docs/operators.md "Verify: the lake against MySQL as of one GTID set".
 
     OpenLineage (when enabled): inputs are each verified MySQL table and its Iceberg target; no output.
 

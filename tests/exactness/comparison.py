@@ -1,6 +1,6 @@
 """Value-by-value comparison of a MySQL table with its Iceberg target, as multisets of rows.
 
-Both sides are brought to one canonical form per MySQL column type, written here from the README's
+Both sides are brought to one canonical form per MySQL column type, written here from docs/type-map.md's
 type map (not from the provider's code):
 
 | MySQL type | read from MySQL as | Iceberg value | canonical |

@@ -313,7 +313,8 @@ def _queued_asset_runs(dag_id: str) -> int:
 def _assert_observability_metadata(
     table_events: list[tuple[str, dict[str, Any]]], runs: list[Any], captured: list[dict[str, Any]]
 ) -> None:
-    """The Asset events of the runs that applied ``captured`` windows carry what README "Observability" says."""
+    """The Asset events of the runs that applied ``captured`` windows carry what docs/operators.md
+    "Observability: the pipeline's Asset is its dashboard" says."""
     # The table's events: its frontier, the freshness of what it holds and the run's purge headroom.
     for (_, extra), run, window in zip(table_events, runs, captured, strict=True):
         assert extra["pipeline"] == "dagint" and extra["frontier"] == window["upper"]

@@ -4,7 +4,7 @@
 Arrow) and, with ``fast=False``, with PyMySQL's ``fetchmany`` and ``SnapshotRowConverter`` (the
 snapshot's reader before). For
 
-* every case of the type round trip and the snapshot type test (every type of the README's type
+* every case of the type round trip and the snapshot type test (every type of docs/type-map.md's type
   map with its edge values: zero and partial dates, year 0, TIME beyond 24 h, every character set
   of the cases, ENUM/SET, JSON, geometry, VECTOR, BIT, DECIMAL beyond 38 digits, NULLs), read two
   rows per batch so that batches with and without invalid dates alternate, and

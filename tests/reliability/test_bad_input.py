@@ -9,7 +9,7 @@ restored); ``log_bin`` cannot change at runtime, so it has its own server. The a
 pipelines applied to Iceberg up to window 1 (:func:`applied`, :func:`altered`); the damage cases break
 window 2's staging and restore it afterwards.
 
-Covered elsewhere (see the README "Reliability" table): the re-capture that rewrites a truncated
+Covered elsewhere (see docs/exactness.md "Reliability" table): the re-capture that rewrites a truncated
 manifest or a damaged Parquet file byte-identical (``tests/integration/test_capture_faults.py``),
 every wrong setting at once (``test_wrong_server_settings_fail_before_any_window_is_planned``) and
 ``binlog_row_value_options`` (``test_server_level_partial_json_is_captured_exactly``), the

@@ -7,7 +7,7 @@ the primary is stopped by PID, the pipeline's connection is switched to the prom
 workload continues there. The windows that follow hold the rest of the primary's transactions (from
 the promoted server's own binlog, ``log_replica_updates``) and the new primary's, under its own server
 UUID. The last window runs through the example DAG with ``AIRFLOW_CONN_MYSQL_CDC_DEFAULT`` pointed at
-the promoted server, as the README's "Switch to a promoted replica" says. Strict replay of every staged
+the promoted server, as docs/operations.md "Switch to a promoted replica" says. Strict replay of every staged
 change (no gap, no duplicate) and the Iceberg tables must equal the promoted server."""
 
 from __future__ import annotations

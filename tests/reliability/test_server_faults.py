@@ -2,7 +2,7 @@
 purged): mysqld restarted in the middle of a capture and between two windows, the binlog dump
 connection killed from the server side (``KILL <id>``) and the retried window applied to Iceberg, and
 binlogs purged past a pipeline's frontier, recovered end to end through the example DAG as the
-README's "Operating it" says. Every fault must end in a window equal to an undisturbed capture of the
+docs/operations.md "Operating it" says. Every fault must end in a window equal to an undisturbed capture of the
 same range, and in targets equal to MySQL."""
 
 from __future__ import annotations
@@ -499,8 +499,8 @@ def test_purged_binlog_fails_sensor_and_capture_and_the_documented_resnapshot_re
 
     assert_capture_refuses(server, airflow_home, tmp_path, lost)
 
-    # The README's recovery: a run with resnapshot of every selected table, right after the failed run
-    # (nothing to mark: that run captured no window, so it holds nothing back).
+    # The documented recovery (docs/operations.md): a run with resnapshot of every selected table, right after
+    # the failed run (nothing to mark: that run captured no window, so it holds nothing back).
     recovery = run(resnapshot=["srv_purge.*"])
     assert recovery.state == "success", _states(recovery)
     assert _xcom(recovery, "purge_headroom")["status"] == "purged"  # it let the re-snapshot run

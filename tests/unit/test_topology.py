@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.topology import (
-    README_SECTION,
+    DOCS_SECTION,
     RecordedObservation,
     ServerObservation,
     binlog_number,
@@ -115,7 +115,7 @@ def test_a_server_lacking_frontier_transactions_stops_and_says_which_and_what_to
     assert f"SELECT GTID_SUBSET('{A}:1-20', @@GLOBAL.gtid_executed)" in text
     for choice in ("wait until it has applied them", "point the connection at a server", "re-snapshot"):
         assert choice in text
-    assert README_SECTION in text
+    assert DOCS_SECTION in text
     assert "nothing was staged or recorded and the frontier is unchanged" in text
 
 
