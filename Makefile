@@ -11,14 +11,14 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e constraints constraints-lowest clean
+.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e bench-dag-parse constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | venv-lowest | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | constraints | constraints-lowest | clean"
+	@echo "make venv | venv-lowest | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -144,6 +144,10 @@ BENCH_E2E_ROWS ?= 200000
 BENCH_E2E_CHANGES ?= 100000
 bench-e2e: venv mysql-install jars
 	$(PY) benchmarks/e2e.py --rows $(BENCH_E2E_ROWS) --changes $(BENCH_E2E_CHANGES)
+
+# DAG parsing: `airflow dags report` of the example DAG against the same shape built from EmptyOperator.
+bench-dag-parse: venv
+	$(PY) benchmarks/dag_parse.py
 
 # Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
 constraints:
