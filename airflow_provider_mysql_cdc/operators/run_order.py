@@ -125,9 +125,8 @@ def wait_for_previous_run(
         if time.monotonic() >= deadline:
             raise AirflowFailException(
                 f"waited {max_wait} for the {task} of run {previous.run_id!r} ({previous.state or 'not started'}); "
-                "this run must not "
-                "overtake it. If that run is not really running (a killed `airflow dags test`), mark it failed, "
-                "then clear this task"
+                "this run must not overtake it. If that run is not really running (a killed `airflow dags test`), "
+                "mark it failed, then clear this task"
             )
         log.info(
             "waiting for the %s of run %r (%s) to finish first", task, previous.run_id, previous.state or "not started"
