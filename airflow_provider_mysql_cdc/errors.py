@@ -289,12 +289,19 @@ class TargetAheadOfSourceError(TerminalCdcError):
     (the connection reaches another server or history than the one the pipeline applied from)."""
 
 
+def error_class(class_name: str) -> type[MySqlCdcError] | None:
+    """This module's exception class named ``class_name`` (as another process reported it); None for
+    any other name (a Spark or Python exception)."""
+    found = globals().get(class_name)
+    return found if isinstance(found, type) and issubclass(found, MySqlCdcError) else None
+
+
 def error_named(class_name: str, message: str, fallback: type[MySqlCdcError]) -> MySqlCdcError:
     """The exception another process reported by class name (a Spark job's report, a child's answer):
     this module's ``class_name`` with ``message``, or ``fallback`` when there is no such class or it
     needs more than a message to be built. Its type still decides retries in the task that raises it."""
-    found = globals().get(class_name)
-    if isinstance(found, type) and issubclass(found, MySqlCdcError):
+    found = error_class(class_name)
+    if found is not None:
         try:
             return found(message)
         except TypeError:

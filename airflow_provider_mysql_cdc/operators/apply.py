@@ -29,6 +29,7 @@ from airflow_provider_mysql_cdc.errors import (
     MySqlCdcError,
     TerminalCdcError,
     TransientCdcError,
+    error_class,
     error_named,
 )
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
@@ -273,8 +274,6 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
         self.report_uri = ""
         self.previous_run_wait = previous_run_wait
         self.headroom_task_id = headroom_task_id
-        #: How to get past the previous run's failed apply (set when it failed; named in a gap error).
-        self.previous_failure = ""
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
 
@@ -312,8 +311,9 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
             return {"pipeline": self.pipeline, "first_window": None, "last_window": None, "upper": None, "tables": {}}
         task = f"pipeline {self.pipeline!r} {self.task_id}"
         previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
-        if previous is not None and previous.failed:
-            self.previous_failure = failed_previous_note(self.dag_id, self.task_id, previous)
+        previous_failure = (
+            failed_previous_note(self.dag_id, self.task_id, previous) if previous and previous.failed else ""
+        )
         self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
         if self.openlineage_inject_parent_job_info:
             self.conf = with_parent_job_properties(self.conf, context)
@@ -348,7 +348,7 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
                 raise
             self._log_report(report)
             self._record_lineage(functools.partial(self._lineage, staging, report))
-            raise self._failure(report) from exc
+            raise self._failure(report, previous_failure) from exc
         report = self._read_report(staging, report_path)
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
@@ -471,10 +471,11 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
     def _summary(report: ApplyReport) -> dict[str, str]:
         return {name: f"{t.status} windows={t.windows_applied} rows={t.rows}" for name, t in report.tables.items()}
 
-    def _failure(self, report: ApplyReport) -> MySqlCdcError:
+    def _failure(self, report: ApplyReport, previous_failure: str = "") -> MySqlCdcError:
         """The error of a failed job: the job's own when it stopped before the tables; otherwise every
         failed table's, terminal (no retry) only when each of them is (a retry re-applies only the
-        tables that failed: the others already hold the windows)."""
+        tables that failed: the others already hold the windows). ``previous_failure``: how to get
+        past the previous run's failed apply, added when a table stopped at the gap it left."""
         where = f"pipeline {self.pipeline!r} windows {report.first_window}..{report.last_window}"
         if report.error:
             return error_named(report.error_class, f"{where}: {report.error}", TransientCdcError)
@@ -483,10 +484,10 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
             for name in report.failed
         )
         text = f"{where}: the apply could not apply {len(report.failed)} table(s), the others were applied: {errors}"
-        if self.previous_failure and any(report.tables[name].error_class == "ApplyGapError" for name in report.failed):
-            text += f". The gap: {self.previous_failure}"
+        if previous_failure and any(report.tables[name].error_class == "ApplyGapError" for name in report.failed):
+            text += f". The gap: {previous_failure}"
         terminal = all(
-            isinstance(error_named(report.tables[name].error_class, "", MySqlCdcError), TerminalCdcError)
+            issubclass(error_class(report.tables[name].error_class) or MySqlCdcError, TerminalCdcError)
             for name in report.failed
         )
         return TerminalCdcError(text) if terminal else TransientCdcError(f"{text}; the retry applies them again")

@@ -19,6 +19,7 @@ from airflow_provider_mysql_cdc.errors import (
     TerminalCdcError,
     TransientCdcError,
     WarehouseUnreachableError,
+    error_class,
     error_named,
 )
 from airflow_provider_mysql_cdc.operators.apply import SparkApplyOperator
@@ -74,6 +75,8 @@ def test_error_named_rebuilds_the_reported_class_or_the_fallback() -> None:
     assert type(error_named("Py4JJavaError", "boom", TransientCdcError)) is TransientCdcError
     assert type(error_named("", "boom", MySqlCdcError)) is MySqlCdcError
     assert str(error_named("MissingPrivilegeError", "GRANT SELECT", TransientCdcError)) == "GRANT SELECT"
+    assert error_class("TargetDivergedError") is errors.TargetDivergedError
+    assert error_class("Py4JJavaError") is None and error_class("ConfigurationError") is errors.ConfigurationError
 
 
 def _operator(tmp_path: Path) -> SparkApplyOperator:
