@@ -5,13 +5,8 @@ Waiting and deciding against a real MySQL is in tests/integration/test_purge_hea
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import textwrap
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 from airflow.sdk import DAG
@@ -19,8 +14,7 @@ from airflow.sdk import DAG
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.pipeline import mysql_cdc_params, mysql_cdc_pipeline
 from airflow_provider_mysql_cdc.sensors.purge_headroom import MySqlBinlogPurgeHeadroomSensor
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh_interpreter import run_json
 
 _DEFAULTS = """
 import json
@@ -39,21 +33,10 @@ print(json.dumps({"sensor": sensor.deferrable, "pipeline": tasks.purge_headroom.
 
 def _deferrable_defaults(default_deferrable: str | None) -> dict[str, bool]:
     """The sensor's and the pipeline's ``deferrable`` in a fresh interpreter (the default is read at import)."""
-    env = {key: value for key, value in os.environ.items() if key != "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"}
+    environ = {key: value for key, value in os.environ.items() if key != "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"}
     if default_deferrable is not None:
-        env["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] = default_deferrable
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_DEFAULTS)],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    defaults: dict[str, bool] = json.loads(result.stdout.strip().splitlines()[-1])
+        environ["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] = default_deferrable
+    defaults: dict[str, bool] = run_json(_DEFAULTS, environ=environ)
     return defaults
 
 

@@ -16,15 +16,11 @@ and may have installed the fixes already.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.fresh_interpreter import run_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Packages a DAG file must not load when it is parsed.
@@ -43,23 +39,6 @@ print(json.dumps({"modules": sorted(sys.modules), "dag_ids": dag_ids}))
 """
 
 
-def _run(code: str, *args: str) -> Any:
-    """Run ``code`` in a fresh interpreter of this venv (this checkout first on the path); its last
-    stdout line, as JSON."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def _heavy(modules: set[str]) -> list[str]:
     return sorted(name for name in modules if name.split(".", 1)[0] in HEAVY_PACKAGES)
 
@@ -67,7 +46,7 @@ def _heavy(modules: set[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def baseline_modules() -> set[str]:
     """The modules a fresh interpreter holds after ``import airflow, airflow.sdk``."""
-    return set(_run(_MODULES_AFTER)["modules"])
+    return set(run_json(_MODULES_AFTER)["modules"])
 
 
 def test_the_heavy_packages_are_installed() -> None:
@@ -86,7 +65,7 @@ def test_parsing_a_dag_file_loads_no_driver_or_engine(
     baseline_modules: set[str], dag_file: str, dag_id: str, provider_module: str
 ) -> None:
     assert not _heavy(baseline_modules), "the baseline itself loads a driver: the comparison means nothing"
-    parsed = _run(_MODULES_AFTER, str(REPO_ROOT / "dags" / dag_file))
+    parsed = run_json(_MODULES_AFTER, str(REPO_ROOT / "dags" / dag_file))
     assert dag_id in parsed["dag_ids"]
     added = set(parsed["modules"]) - baseline_modules
     assert provider_module in added  # the provider's DAG-building code was imported ...
@@ -103,7 +82,8 @@ print(json.dumps({"modules": sorted(sys.modules)}))
 
 def test_importing_the_verify_operator_loads_no_driver_or_engine(baseline_modules: set[str]) -> None:
     added = (
-        set(_run(_MODULES_AFTER_IMPORT, "airflow_provider_mysql_cdc.operators.verify")["modules"]) - baseline_modules
+        set(run_json(_MODULES_AFTER_IMPORT, "airflow_provider_mysql_cdc.operators.verify")["modules"])
+        - baseline_modules
     )
     assert "airflow_provider_mysql_cdc.operators.verify" in added
     assert _heavy(added) == []
@@ -168,7 +148,7 @@ print(json.dumps({
 
 
 def test_importing_decoding_leaves_the_library_unchanged() -> None:
-    result = _run(_LIBRARY_STATE)
+    result = run_json(_LIBRARY_STATE)
     assert set(result["imported"]) >= {
         f"airflow_provider_mysql_cdc.decoding.{name}"
         for name in ("binlog_rows", "binlog_values", "compiled_rows", "library_fixes", "table_map", "text_arrow")

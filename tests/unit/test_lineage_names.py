@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -26,8 +22,7 @@ from airflow_provider_mysql_cdc.core.lineage import (
     snapshot_chunk_lineage,
     verify_lineage,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh_interpreter import run_json
 
 
 @pytest.mark.parametrize(
@@ -220,19 +215,9 @@ print(json.dumps({
 
 
 def test_without_the_openlineage_provider_the_operators_work_and_record_nothing() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "AIRFLOW__OPENLINEAGE__DISABLED": "False"}
-    env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "console"})
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_WITHOUT_PROVIDER)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+    environ = {**os.environ, "AIRFLOW__OPENLINEAGE__DISABLED": "False"}
+    environ["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "console"})
+    assert run_json(_WITHOUT_PROVIDER, environ=environ) == {
         "enabled": False,
         "recorded": False,
         "conf": {"spark.x": "1"},
