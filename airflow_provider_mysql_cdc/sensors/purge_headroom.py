@@ -62,8 +62,8 @@ class MySqlBinlogPurgeHeadroomSensor(BaseSensorOperator):
     capture moves the frontier forward or someone raises ``binlog_expire_logs_seconds``; meanwhile it
     shrinks by a second every second. The sensor runs in front of capture, so a long wait holds back
     the one task that fixes the problem. Five minutes lets a capture of an earlier run that is still
-    finishing publish its window or a retention change land, and
-    costs little (under 2 % of the default 6 h minimum). ``timeout=0`` lets the first check decide.
+    finishing publish its window or a retention change land, and costs little (under 2 % of the
+    default 6 h minimum). ``timeout=0`` lets the first check decide.
 
     ``soft_fail`` is applied by this sensor, not by :class:`BaseSensorOperator` (whose ``soft_fail``
     stays False): the base class would turn every failure into a skip, the purged binlog included,
