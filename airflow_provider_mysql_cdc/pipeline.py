@@ -23,7 +23,6 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Param, TaskGroup
-from airflow.sdk.bases.operator import BASEOPERATOR_ARGS_EXPECTED_TYPES
 
 from airflow_provider_mysql_cdc.core.windows import CutoffRule
 from airflow_provider_mysql_cdc.errors import ConfigurationError
@@ -38,17 +37,13 @@ from airflow_provider_mysql_cdc.sensors.purge_headroom import MySqlBinlogPurgeHe
 #: Default minimum purge headroom: the sensor warns when the binlog the pipeline needs is purged sooner.
 DEFAULT_MIN_HEADROOM_SECONDS = 6 * 3600
 
-#: Airflow 3.1 takes ``retry_exponential_backoff`` as a flag (doubling), 3.2+ as the multiplier (where
-#: True would mean 1, no backoff): doubling on both.
-_DOUBLING: bool | float = True if BASEOPERATOR_ARGS_EXPECTED_TYPES.get("retry_exponential_backoff") is bool else 2.0
-
 #: Retries of every task the factory creates. Terminal errors fail a task at once whatever these say
 #: (see :mod:`airflow_provider_mysql_cdc.task_failure`); transient ones (server unreachable,
 #: connection lost, window not closed yet) are retried after 30 s, 60 s, 120 s, 240 s.
 DEFAULT_RETRY_ARGS: Mapping[str, Any] = {
     "retries": 4,
     "retry_delay": timedelta(seconds=30),
-    "retry_exponential_backoff": _DOUBLING,
+    "retry_exponential_backoff": 2.0,  # the multiplier (Airflow 3.2+; True would mean 1: no backoff)
     "max_retry_delay": timedelta(minutes=10),
 }
 
