@@ -39,6 +39,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{PACKAGE}.operators.capture",
                     f"{PACKAGE}.operators.apply",
                     f"{PACKAGE}.operators.verify",
+                    f"{PACKAGE}.operators.approval",
                 ],
             }
         ],

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, Param, TaskGroup
+from airflow.sdk import BaseOperator, Param, TaskGroup, XComArg
 
 from airflow_provider_mysql_cdc.core.windows import CutoffRule
 from airflow_provider_mysql_cdc.errors import ConfigurationError
@@ -100,6 +100,8 @@ class MySqlCdcPipelineTasks:
     apply: BaseOperator
     #: The sampled verify after the apply; None when ``verify_sample_fraction`` is None.
     verify: BaseOperator | None = None
+    #: The approval step in front of the snapshot plan; None unless ``approve_rebuilds``.
+    approve_rebuild: BaseOperator | None = None
 
 
 def mysql_cdc_pipeline(
@@ -129,6 +131,8 @@ def mysql_cdc_pipeline(
     verify_sample_fraction: float | None = 0.1,
     verify_kwargs: Mapping[str, Any] | None = None,
     retry_args: Mapping[str, Any] | None = DEFAULT_RETRY_ARGS,
+    approve_rebuilds: bool = False,
+    approval_kwargs: Mapping[str, Any] | None = None,
 ) -> MySqlCdcPipelineTasks:
     """Add one pipeline's tasks to the current DAG (inside ``TaskGroup(group_id)`` when given).
 
@@ -139,9 +143,15 @@ def mysql_cdc_pipeline(
       needed binlog is already purged it fails and the run stops. It waits up to its default
       ``timeout`` (5 minutes, a check a minute) for the headroom to recover, in the triggerer when
       ``deferrable`` (default None: Airflow's ``[operators] default_deferrable``);
+    * ``approve_rebuild`` (only with ``approve_rebuilds=True``;
+      :class:`~airflow_provider_mysql_cdc.operators.approval.MySqlCdcRebuildApprovalOperator`, Airflow's
+      human-in-the-loop): when the run would snapshot tables again (a pending rebuild, ``resnapshot``), a
+      person approves or holds each in the UI's "Required actions" before their targets are re-built;
+      runs without any succeed at once (``approval_kwargs``: ``response_timeout``, ``assigned_users``...);
     * ``snapshot_plan`` / ``snapshot`` snapshot the tables never snapshotted, those in ``resnapshot``
-      and (``schema_change_policy`` ``rebuild``) those a window left waiting for a rebuild, one mapped
-      task per chunk (skipped when there is nothing to snapshot);
+      and (``schema_change_policy`` ``rebuild``) those a window left waiting for a rebuild (only those
+      approved, with an approval step), one mapped task per chunk (skipped when there is nothing to
+      snapshot);
     * ``capture`` stages the run's binlog window;
     * ``apply`` MERGEs it into Iceberg and emits an Asset event per changed table;
     * ``verify`` (:class:`MySqlCdcVerifyOperator`, unless ``verify_sample_fraction`` is None) compares a
@@ -180,6 +190,19 @@ def mysql_cdc_pipeline(
             resnapshot=resnapshot,  # a run that re-snapshots is the recovery from purged binlogs
             **retries,
         )
+        approve_rebuild: BaseOperator | None = None
+        approved: dict[str, Any] = {}
+        if approve_rebuilds:
+            approve_rebuild, approved = _approval_step(
+                pipeline=pipeline,
+                tables=tables,
+                resnapshot=resnapshot,
+                schema_change_policy=schema_change_policy,
+                mysql_cdc_conn_id=mysql_cdc_conn_id,
+                metadata_conn_id=metadata_conn_id,
+                trigger_rule="none_failed",  # runs after a soft-failed (skipped) headroom check
+                **{**retries, **dict(approval_kwargs or {})},
+            )
         snapshot_plan = MySqlSnapshotPlanOperator(
             task_id="snapshot_plan",
             pipeline=pipeline,
@@ -191,6 +214,7 @@ def mysql_cdc_pipeline(
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
             trigger_rule="none_failed",  # runs after a soft-failed (skipped) headroom check
+            **approved,  # the tables the approval step approved (its XCom), when there is one
             **retries,
         )
         # One task per chunk; an empty plan marks the mapped task skipped.
@@ -233,7 +257,11 @@ def mysql_cdc_pipeline(
             schema_change_policy=schema_change_policy,
             **{**retries, **dict(apply_kwargs or {})},
         )
-        preflight >> purge_headroom >> snapshot_plan >> snapshot >> capture >> apply
+        if approve_rebuild is None:
+            preflight >> purge_headroom >> snapshot_plan
+        else:
+            preflight >> purge_headroom >> approve_rebuild >> snapshot_plan
+        snapshot_plan >> snapshot >> capture >> apply
         verify = None
         if verify_sample_fraction is not None:
             verify = MySqlCdcVerifyOperator(
@@ -252,7 +280,18 @@ def mysql_cdc_pipeline(
                 **{**retries, **dict(verify_kwargs or {})},
             )
             apply >> verify
-    return MySqlCdcPipelineTasks(preflight, purge_headroom, snapshot_plan, snapshot, capture, apply, verify)
+    return MySqlCdcPipelineTasks(
+        preflight, purge_headroom, snapshot_plan, snapshot, capture, apply, verify, approve_rebuild
+    )
+
+
+def _approval_step(**arguments: Any) -> tuple[BaseOperator, dict[str, Any]]:
+    """The approval step and the snapshot plan's argument reading its answer. Its module (Airflow's
+    human-in-the-loop operators) is imported only when a DAG asks for it."""
+    from airflow_provider_mysql_cdc.operators.approval import APPROVED_XCOM_KEY, MySqlCdcRebuildApprovalOperator
+
+    step = MySqlCdcRebuildApprovalOperator(task_id="approve_rebuild", **arguments)
+    return step, {"approved_rebuilds": XComArg(step, key=APPROVED_XCOM_KEY)}
 
 
 def _require_native_rendering(task: BaseOperator, tables: Sequence[str] | str) -> None:

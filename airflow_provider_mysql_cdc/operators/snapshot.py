@@ -128,6 +128,10 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
     :param schema_change_policy: ``rebuild`` (default): tables a window left waiting for a rebuild (a
         change their target could not follow exactly) are snapshotted again in this run; ``stop``: only
         when named in ``resnapshot``.
+    :param approved_rebuilds: with an approval step in front of the plan
+        (:class:`~airflow_provider_mysql_cdc.operators.approval.MySqlCdcRebuildApprovalOperator`), the
+        tables it approved: a table that already has a snapshot is snapshotted again only when named here
+        (the others stay as they are, and a later run asks again). None (default): no approval step.
     :param mysql_cdc_conn_id: the MySQL source connection.
     :param metadata_conn_id: connection of the metadata database; default: a SQLite file in AIRFLOW_HOME.
     """
@@ -141,6 +145,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
         "key_columns",
         "chunk_rows",
         "schema_change_policy",
+        "approved_rebuilds",
         "mysql_cdc_conn_id",
         "metadata_conn_id",
     )
@@ -152,12 +157,14 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
         resnapshot: Sequence[str] | str = (),
         chunk_rows: int | str = DEFAULT_CHUNK_ROWS,
         schema_change_policy: str = "rebuild",
+        approved_rebuilds: Sequence[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.resnapshot = resnapshot
         self.chunk_rows = chunk_rows
         self.schema_change_policy = schema_change_policy
+        self.approved_rebuilds = approved_rebuilds
 
     @terminal_errors_fail_task
     def execute(self, context: Context) -> list[dict[str, Any]]:
@@ -169,6 +176,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
             resnapshot=patterns(self.resnapshot),
             chunk_rows=_positive_int(self.chunk_rows, "chunk_rows"),
             schema_change_policy=str(self.schema_change_policy),
+            approved_rebuilds=None if self.approved_rebuilds is None else patterns(self.approved_rebuilds),
             # Airflow maps one task over at most this many chunks: checked before the plan is recorded.
             max_chunks=conf.getint("core", "max_map_length", fallback=DEFAULT_MAX_MAP_LENGTH),
         )

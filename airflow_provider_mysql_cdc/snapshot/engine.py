@@ -23,7 +23,12 @@ This module is the package's entry: the request and results are :mod:`.request`,
 from __future__ import annotations
 
 from airflow_provider_mysql_cdc.snapshot.chunk_reading import snapshot_chunk, write_table_manifest_when_complete
-from airflow_provider_mysql_cdc.snapshot.planning import find_key_columns, plan_snapshot, plan_table_chunks
+from airflow_provider_mysql_cdc.snapshot.planning import (
+    find_key_columns,
+    plan_snapshot,
+    plan_table_chunks,
+    snapshots_to_approve,
+)
 from airflow_provider_mysql_cdc.snapshot.request import ChunkResult, SnapshotPlan, SnapshotRequest
 
 __all__ = [
@@ -34,5 +39,6 @@ __all__ = [
     "plan_snapshot",
     "plan_table_chunks",
     "snapshot_chunk",
+    "snapshots_to_approve",
     "write_table_manifest_when_complete",
 ]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -158,6 +159,72 @@ def _handoff_window(store: FrontierStore, pipeline: str) -> int:
     return last.window_id if not last.is_published else last.window_id + 1
 
 
+@dataclass(frozen=True)
+class SnapshotChoice:
+    """Which selected tables a run snapshots, and why."""
+
+    #: Every table the run snapshots, in the selection's order: first snapshots and approved ones again.
+    tables: list[str]
+    #: ``db.table`` -> why, for each table with a snapshot that the run snapshots again.
+    again: dict[str, str]
+    #: ``db.table`` -> why, for each table that would be snapshotted again but was not approved.
+    held: dict[str, str]
+
+
+def choose_snapshot_tables(
+    existing: Sequence[str],
+    snapshotted: Set[str],
+    pending_rebuilds: Mapping[str, str],
+    resnapshot: Sequence[str],
+    approved: Sequence[str] | None,
+) -> SnapshotChoice:
+    """Choose a run's tables among the selected ones that exist (``existing``): those never snapshotted,
+    those waiting for a rebuild (``pending_rebuilds``, why) and those ``resnapshot`` names. With an
+    approval step (``approved`` not None) a table that already has a snapshot is taken again only when
+    approved; a first snapshot never needs approval (it replaces nothing)."""
+    again_patterns = TableSelection.of(resnapshot) if resnapshot else None
+    tables: list[str] = []
+    again: dict[str, str] = {}
+    held: dict[str, str] = {}
+    for name in existing:
+        if name not in snapshotted:
+            tables.append(name)
+            continue
+        if name in pending_rebuilds:
+            why = pending_rebuilds[name]
+        elif again_patterns is not None and again_patterns.matches(*split_table_name(name)):
+            why = "named in resnapshot"
+        else:
+            continue
+        if approved is not None and name not in approved:
+            held[name] = why
+        else:
+            tables.append(name)
+            again[name] = why
+    return SnapshotChoice(tables, again, held)
+
+
+def snapshots_to_approve(
+    request: SnapshotRequest, source: MySqlConnectionConfig, store: FrontierStore
+) -> dict[str, str]:
+    """``db.table`` -> why, for each table that already has a snapshot and that this run's plan would
+    snapshot again (its target re-built): what an approval step in front of the plan asks about. Empty
+    when the run's snapshot is already planned (a cleared run plans nothing new) or the pipeline is new."""
+    if store.get_pipeline(request.pipeline) is None or store.snapshot_for_run(request.pipeline, request.run_id):
+        return {}
+    with connection_to(source) as connection:
+        start_snapshot_session(connection, source)
+        existing = selected_tables(connection, source, request.tables)
+    choice = choose_snapshot_tables(
+        existing,
+        _snapshotted_tables(store, request.pipeline),
+        _pending_rebuilds(request, store, existing),
+        request.resnapshot,
+        None,
+    )
+    return choice.again
+
+
 def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store: FrontierStore) -> SnapshotPlan:
     """Decide and record the run's snapshot (once: a re-run returns the same chunks)."""
     earlier = store.snapshot_for_run(request.pipeline, request.run_id)
@@ -205,20 +272,30 @@ def _new_snapshot(
     gtid_executed: str,
 ) -> tuple[SnapshotRecord, dict[str, tuple[SnapshotChunk, ...]]] | None:
     existing = selected_tables(connection, source, request.tables)
-    again = TableSelection.of(request.resnapshot) if request.resnapshot else None
     for pattern in request.resnapshot:
         if not any(TableSelection.of([pattern]).matches(*split_table_name(name)) for name in existing):
             raise ConfigurationError(
                 f"resnapshot names {pattern!r}, which matches no selected table on the server "
                 f"(selected: {', '.join(existing) or 'none'})"
             )
-    done = _snapshotted_tables(store, request.pipeline)
-    rebuilds = _pending_rebuilds(request, store, existing)
-    tables = [
-        name
-        for name in existing
-        if name not in done or name in rebuilds or (again is not None and again.matches(*split_table_name(name)))
-    ]
+    choice = choose_snapshot_tables(
+        existing,
+        _snapshotted_tables(store, request.pipeline),
+        _pending_rebuilds(request, store, existing),
+        request.resnapshot,
+        request.approved_rebuilds,
+    )
+    for name, why in choice.again.items():
+        log.info("pipeline %s: %s is snapshotted again (%s)", request.pipeline, name, why)
+    for name, why in choice.held.items():
+        log.warning(
+            "pipeline %s: %s is not snapshotted again (%s): the approval step did not approve it; its "
+            "target stays as it is until a run's approval step does",
+            request.pipeline,
+            name,
+            why,
+        )
+    tables = choice.tables
     if not tables:
         log.info("pipeline %s: every selected table has a snapshot; nothing to snapshot", request.pipeline)
         return None
@@ -293,12 +370,11 @@ def _pending_rebuilds(request: SnapshotRequest, store: FrontierStore, existing: 
     if request.schema_change_policy != SCHEMA_CHANGE_REBUILD:
         return {}
     pending = store.pending_rebuilds(request.pipeline, _handoff_window(store, request.pipeline))
-    rebuilds = {
-        name: f"window {r.window_id} (GTID {r.gtid}): {r.reason}" for name, r in pending.items() if name in existing
+    return {
+        name: f"rebuild asked by window {r.window_id} (GTID {r.gtid}): {r.reason}"
+        for name, r in pending.items()
+        if name in existing
     }
-    for name, why in rebuilds.items():
-        log.info("pipeline %s: %s is snapshotted again to rebuild its target (%s)", request.pipeline, name, why)
-    return rebuilds
 
 
 def _require_snapshot_privileges(

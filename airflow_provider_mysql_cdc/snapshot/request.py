@@ -60,6 +60,10 @@ class SnapshotRequest:
     #: ``rebuild``: tables a window left waiting for a rebuild (a change their target could not follow)
     #: are snapshotted again in this run; ``stop``: only when named in ``resnapshot``.
     schema_change_policy: str = SCHEMA_CHANGE_REBUILD
+    #: Tables a human approved snapshotting again (an approval step in front of the plan): a table that
+    #: already has a snapshot is snapshotted again only when named here; the others it would take (a
+    #: pending rebuild, a ``resnapshot``) are held. None: no approval step, every one is taken.
+    approved_rebuilds: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):

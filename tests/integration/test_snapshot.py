@@ -370,3 +370,54 @@ def test_a_plan_with_more_chunks_than_airflow_can_map_is_refused_before_it_is_re
         pipeline.plan("run-1", chunk_rows=2)
     assert pipeline.store.list_snapshots("many") == []
     assert len(pipeline.plan("run-1", chunk_rows=4).chunks) == 3
+
+
+def test_an_approval_step_decides_which_tables_are_snapshotted_again(
+    mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    """With an approval step, a table that already has a snapshot is snapshotted again (its target re-built)
+    only when approved; the others keep their wait; first snapshots never wait for approval."""
+    from airflow_provider_mysql_cdc.snapshot.engine import snapshots_to_approve
+
+    db = "snap_approve"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {db}",
+        f"CREATE DATABASE {db}",
+        f"CREATE TABLE {db}.keyed (id INT PRIMARY KEY, v VARCHAR(10))",
+        f"CREATE TABLE {db}.plain (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {db}.keyed VALUES (1, 'a'), (2, 'b')",
+        f"INSERT INTO {db}.plain VALUES (1, 1)",
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "approve", TableSelection.of(f"{db}.*"))
+
+    def asked(run_id: str, **overrides: Any) -> dict[str, str]:
+        return snapshots_to_approve(pipeline.request(run_id, **overrides), mysql_server.cdc, pipeline.store)
+
+    assert asked("run-1") == {}  # a new pipeline: every snapshot is a first one
+    pipeline.snapshot("run-1")
+    mysql_server.execute(f"ALTER TABLE {db}.keyed DROP PRIMARY KEY, ADD PRIMARY KEY (v, id)")
+    window = pipeline.capture("run-1")
+    # The key change leaves the table waiting for a rebuild.
+    assert set(pipeline.store.pending_rebuilds("approve", window.window_id + 1)) == {f"{db}.keyed"}
+
+    questions = asked("run-2", resnapshot=(f"{db}.plain",))
+    assert set(questions) == {f"{db}.keyed", f"{db}.plain"}
+    assert questions[f"{db}.keyed"].startswith(f"rebuild asked by window {window.window_id} (GTID ")
+    assert questions[f"{db}.plain"] == "named in resnapshot"
+
+    # Only the re-snapshot of plain is approved: keyed keeps its wait, and the next run asks again.
+    mysql_server.execute(f"CREATE TABLE {db}.fresh (id INT PRIMARY KEY)", f"INSERT INTO {db}.fresh VALUES (7)")
+    plan = pipeline.plan("run-2", resnapshot=(f"{db}.plain",), approved_rebuilds=(f"{db}.plain",))
+    assert plan.tables == (f"{db}.fresh", f"{db}.plain")  # a first snapshot needs no approval
+    pipeline.snapshot("run-2", resnapshot=(f"{db}.plain",), approved_rebuilds=(f"{db}.plain",))
+    assert set(pipeline.store.pending_rebuilds("approve", window.window_id + 1)) == {f"{db}.keyed"}
+    assert asked("run-2") == {}  # the run's snapshot is planned: a clear asks nothing new
+    assert set(asked("run-3")) == {f"{db}.keyed"}
+
+    # Rejected (nothing approved): nothing is snapshotted, the wait stays.
+    assert pipeline.plan("run-3", approved_rebuilds=()).snapshot_id is None
+    assert set(pipeline.store.pending_rebuilds("approve", window.window_id + 1)) == {f"{db}.keyed"}
+
+    # Approved: keyed is snapshotted again, as without an approval step.
+    plan = pipeline.plan("run-4", approved_rebuilds=(f"{db}.keyed",))
+    assert plan.tables == (f"{db}.keyed",)
