@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, Param, TaskGroup, XComArg
+from airflow.sdk import BaseOperator, Param, TaskGroup
 
 from airflow_provider_mysql_cdc.core.windows import CutoffRule
 from airflow_provider_mysql_cdc.errors import ConfigurationError
@@ -291,7 +291,9 @@ def _approval_step(**arguments: Any) -> tuple[BaseOperator, dict[str, Any]]:
     from airflow_provider_mysql_cdc.operators.approval import APPROVED_XCOM_KEY, MySqlCdcRebuildApprovalOperator
 
     step = MySqlCdcRebuildApprovalOperator(task_id="approve_rebuild", **arguments)
-    return step, {"approved_rebuilds": XComArg(step, key=APPROVED_XCOM_KEY)}
+    # No answer in XCom (the step marked success by hand): nothing is approved, the tables keep waiting.
+    approved = f"{{{{ ti.xcom_pull(task_ids={step.task_id!r}, key={APPROVED_XCOM_KEY!r}) or [] }}}}"
+    return step, {"approved_rebuilds": approved}
 
 
 def _require_native_rendering(task: BaseOperator, tables: Sequence[str] | str) -> None:

@@ -220,7 +220,8 @@ def _require_not_waiting(table_name: str, pipeline: str, current: AppliedState, 
             f"{table_name} waits for a fresh snapshot since {current.rebuild_pending}; window {window_id} "
             f"of pipeline {pipeline!r} is not governed by one, so the table stops here and the other tables "
             f"go on. Re-snapshot it: trigger a run with resnapshot=[{table_name!r}] (a pipeline whose "
-            "schema_change_policy is 'rebuild' does this by itself in its next run)"
+            "schema_change_policy is 'rebuild' does this by itself in its next run, once its approval step "
+            "approves it when it has one)"
         )
 
 

@@ -10,9 +10,10 @@ commit. :class:`MySqlCdcRebuildApprovalOperator`, placed in front of the snapsho
 * otherwise it lists the tables and why, with the list as a form field (remove a table to hold it), and
   waits (``response_timeout``, default 1 hour; then the default answer, Reject, is taken);
 * Approve: the plan snapshots the tables left in the list; Reject: none of them. A table not approved keeps
-  its target and its wait: capture stages none of its changes, the apply reports it under ``rebuild``
-  (fails it with ``RebuildPendingError`` under ``stop``), and the next run asks again (for a pending
-  rebuild) or a run with ``resnapshot`` does. First snapshots of new tables never wait for approval.
+  its target as it is. One waiting for a rebuild stays stopped: capture stages none of its changes, the
+  apply applies the other tables and stops it with ``RebuildPendingError`` (the run fails, naming it), and
+  the next run asks again. One named only in ``resnapshot`` goes on being applied from the binlog. First
+  snapshots of new tables never wait for approval.
 
 Its XCom ``approved_rebuilds`` is what the plan's ``approved_rebuilds`` reads; its return value records the
 question and the answer (who, which tables).
@@ -54,8 +55,9 @@ def approval_body(pipeline: str, asked: Mapping[str, str]) -> str:
         *(f"- `{name}`: {why}" for name, why in sorted(asked.items())),
         "",
         f"**{APPROVE}** re-builds the tables left in `{TABLES_FIELD}` (remove one to hold it). **{REJECT}** "
-        "re-builds none. A table held keeps its target, and its changes are not replicated until it is "
-        "re-built: the apply reports it under `rebuild`, and the next run asks again.",
+        "re-builds none. A table held keeps its target as it is. One waiting for a rebuild stays stopped "
+        "(its changes are not replicated, the apply fails it by name) and the next run asks again; one "
+        "named only in `resnapshot` goes on being applied from the binlog.",
     ]
     return "\n".join(lines)
 
