@@ -506,7 +506,7 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
                     "windows_applied": table.windows_applied,
                     "rows": table.rows,
                     "snapshot_chunks_loaded": table.snapshot_chunks_loaded,
-                    # Why the table waits for a fresh snapshot (docs/operations.md "Operating it": when a table is re-built).
+                    # Why it waits for a fresh snapshot (docs/operations.md "Operating it": when a table is re-built).
                     **({"rebuild": table.rebuild} if table.rebuild else {}),
                 }
                 for name, table in report.tables.items()
