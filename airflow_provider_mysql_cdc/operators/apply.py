@@ -42,7 +42,7 @@ from airflow_provider_mysql_cdc.operators.lineage import (
 )
 from airflow_provider_mysql_cdc.operators.run_order import (
     DEFAULT_PREVIOUS_RUN_WAIT,
-    failed_previous_note,
+    previous_run_note,
     previous_task_reader,
     wait_for_previous_run,
 )
@@ -311,9 +311,7 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
             return {"pipeline": self.pipeline, "first_window": None, "last_window": None, "upper": None, "tables": {}}
         task = f"pipeline {self.pipeline!r} {self.task_id}"
         previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
-        previous_failure = (
-            failed_previous_note(self.dag_id, self.task_id, previous) if previous and previous.failed else ""
-        )
+        previous_note = previous_run_note(self.dag_id, self.task_id, previous) if previous else ""
         self.conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **(self.conf or {})}
         if self.openlineage_inject_parent_job_info:
             self.conf = with_parent_job_properties(self.conf, context)
@@ -348,7 +346,7 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
                 raise
             self._log_report(report)
             self._record_lineage(functools.partial(self._lineage, staging, report))
-            raise self._failure(report, previous_failure) from exc
+            raise self._failure(report, previous_note) from exc
         report = self._read_report(staging, report_path)
         if report is None:
             raise TerminalCdcError(f"the apply job succeeded but wrote no report at {self.report_uri}")
@@ -471,11 +469,11 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
     def _summary(report: ApplyReport) -> dict[str, str]:
         return {name: f"{t.status} windows={t.windows_applied} rows={t.rows}" for name, t in report.tables.items()}
 
-    def _failure(self, report: ApplyReport, previous_failure: str = "") -> MySqlCdcError:
+    def _failure(self, report: ApplyReport, previous_note: str = "") -> MySqlCdcError:
         """The error of a failed job: the job's own when it stopped before the tables; otherwise every
         failed table's, terminal (no retry) only when each of them is (a retry re-applies only the
-        tables that failed: the others already hold the windows). ``previous_failure``: how to get
-        past the previous run's failed apply, added when a table stopped at the gap it left."""
+        tables that failed: the others already hold the windows). ``previous_note``: how to get
+        past the previous run's apply (failed, or marked success), added when a table stopped at a gap."""
         where = f"pipeline {self.pipeline!r} windows {report.first_window}..{report.last_window}"
         if report.error:
             return error_named(report.error_class, f"{where}: {report.error}", TransientCdcError)
@@ -484,8 +482,8 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
             for name in report.failed
         )
         text = f"{where}: the apply could not apply {len(report.failed)} table(s), the others were applied: {errors}"
-        if previous_failure and any(report.tables[name].error_class == "ApplyGapError" for name in report.failed):
-            text += f". The gap: {previous_failure}"
+        if previous_note and any(report.tables[name].error_class == "ApplyGapError" for name in report.failed):
+            text += f". The gap: {previous_note}"
         terminal = all(
             issubclass(error_class(report.tables[name].error_class) or MySqlCdcError, TerminalCdcError)
             for name in report.failed

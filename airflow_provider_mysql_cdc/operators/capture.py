@@ -17,7 +17,7 @@ from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets, staged_windows_uri
 from airflow_provider_mysql_cdc.operators.run_order import (
     DEFAULT_PREVIOUS_RUN_WAIT,
-    failed_previous_note,
+    previous_run_note,
     previous_task_reader,
     wait_for_previous_run,
 )
@@ -124,9 +124,9 @@ class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
         try:
             result = capture_window(request, source, store)
         except WindowOrderError as error:
-            if previous is None or not previous.failed:
+            if previous is None:
                 raise
-            raise WindowOrderError(f"{error}. {failed_previous_note(self.dag_id, self.task_id, previous)}") from error
+            raise WindowOrderError(f"{error}. {previous_run_note(self.dag_id, self.task_id, previous)}") from error
         self._record_lineage(
             lambda: capture_lineage(
                 MySqlServer(source.host, source.port),

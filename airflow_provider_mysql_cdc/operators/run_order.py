@@ -93,14 +93,20 @@ def _text(state: Any) -> str | None:
     return None if state is None else str(getattr(state, "value", state))
 
 
-def failed_previous_note(dag_id: str, task_id: str, previous: PreviousTask) -> str:
-    """The way out after the previous run's task failed."""
+def previous_run_note(dag_id: str, task_id: str, previous: PreviousTask) -> str:
+    """The way out when the previous run's task left work undone: it failed, or it shows success or skipped
+    because someone marked it so (a marked task did none of its work: its window is not captured or applied)."""
     when = f" -s {previous.logical_date} -e {previous.logical_date}" if previous.logical_date else ""
+    clear = f"airflow tasks clear {dag_id} -t '^{task_id}$'{when} -y, or Clear in the UI"
+    if previous.failed:
+        return (
+            f"run {previous.run_id!r} ended with its {task_id} failed. Fix the cause in its log, then clear it "
+            f"({clear}) and clear this run's {task_id} after it; if that run's window must be given up instead, "
+            "re-snapshot the tables it held (trigger a run with resnapshot=[...])"
+        )
     return (
-        f"run {previous.run_id!r} ended with its {task_id} failed. Fix the cause in its log, then clear it "
-        f"(airflow tasks clear {dag_id} -t '^{task_id}$'{when} -y, or Clear in the UI) and clear this run's "
-        f"{task_id} after it; if that run's window must be given up instead, re-snapshot the tables it held "
-        "(trigger a run with resnapshot=[...])"
+        f"run {previous.run_id!r} before this one shows its {task_id} as {previous.state or 'not run'}; if it was "
+        f"marked so by hand, it did none of its work: clear it ({clear}) and clear this run's {task_id} after it"
     )
 
 

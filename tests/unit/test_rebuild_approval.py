@@ -1,6 +1,6 @@
 """The approval step in front of a re-build: which tables it asks about, what an answer approves, where the
 factory puts it (pure logic and DAG construction; the answer through a real api-server is in
-tests/integration/test_backfill_services.py)."""
+tests/integration/test_recovery_from_the_ui.py)."""
 
 from __future__ import annotations
 

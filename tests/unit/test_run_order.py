@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_mysql_cdc.operators.run_order import PreviousTask, failed_previous_note, wait_for_previous_run
+from airflow_provider_mysql_cdc.operators.run_order import PreviousTask, previous_run_note, wait_for_previous_run
 
 
 class _Log:
@@ -62,6 +62,13 @@ def test_a_previous_task_that_never_finishes_fails_this_one_naming_it() -> None:
 
 
 def test_the_note_after_a_failed_run_names_it_and_the_way_out() -> None:
-    note = failed_previous_note("mysql_cdc_example", "apply", _reader(("failed", "failed"))())
+    note = previous_run_note("mysql_cdc_example", "apply", _reader(("failed", "failed"))())
     assert "run 'scheduled__2026-11-24T10:00:00+00:00' ended with its apply failed" in note
+    assert "airflow tasks clear mysql_cdc_example -t '^apply$' -s 2026-11-24T10:00:00+00:00" in note
+
+
+def test_the_note_after_a_previous_task_marked_success_says_it_did_none_of_its_work() -> None:
+    note = previous_run_note("mysql_cdc_example", "apply", _reader(("success", "success"))())
+    assert "run 'scheduled__2026-11-24T10:00:00+00:00' before this one shows its apply as success" in note
+    assert "if it was marked so by hand, it did none of its work" in note
     assert "airflow tasks clear mysql_cdc_example -t '^apply$' -s 2026-11-24T10:00:00+00:00" in note

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,113 @@ def test_a_person_approves_holds_or_rejects_each_rebuild_through_the_required_ac
     assert running.api.xcom(DAG_ID, fifth, "approve_rebuild")["approved"] == [f"{DB}.keyed"]
     for table in ("keyed", "other"):
         _equal(mysql_server, warehouse, table)
+
+
+MARKED_DAG = "marked_cdc"
+MARKED_DB = "marked"
+MARKED_DAG_FILE = """
+import os
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_provider_mysql_cdc.pipeline import mysql_cdc_params, mysql_cdc_pipeline
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_runs=1,
+         render_template_as_native_obj=True,
+         params=mysql_cdc_params(pipeline={dag_id!r}, tables=[{tables!r}], staging_uri={staging!r},
+                                 warehouse={warehouse!r}, cutoff="catch_up")):
+    mysql_cdc_pipeline(spark_conn_id="spark_switch", verify_sample_fraction=None, retry_args={{"retries": 0}},
+                       jars=os.environ["MYSQL_CDC_ICEBERG_JARS"])
+"""
+
+
+def _spark_connection(services: AirflowServices, method: str, extra: dict[str, str]) -> None:
+    """Create or edit the DAG's Spark connection the way the UI's connection form does."""
+    body = {"connection_id": "spark_switch", "conn_type": "spark", "host": "local[1]", "extra": json.dumps(extra)}
+    if method == "POST":
+        services.api.call("POST", "/connections", expected=201, json=body)
+    else:
+        services.api.call("PATCH", "/connections/spark_switch", json=body)
+
+
+def _clear(services: AirflowServices, dag_id: str, run_id: str, task_id: str) -> None:
+    """Clear one task of one run as the UI's Clear does; the scheduler runs it again."""
+    body = {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False}
+    cleared = services.api.call("POST", f"/dags/{dag_id}/clearTaskInstances", json=body)
+    assert [ti["task_id"] for ti in cleared["task_instances"]] == [task_id], cleared
+
+
+def test_marking_a_failed_apply_success_stops_the_next_apply_by_name_and_clearing_it_recovers(
+    services: tuple[AirflowServices, Path, Path], mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    """The runbook's "Mark success" row for the apply: the marked apply applied nothing, the next apply
+    applies the other tables and stops the one it left behind (ApplyGapError naming the marked run and
+    the clear command); clearing the marked apply, then the stopped one, makes the lake equal MySQL."""
+    running, _, _ = services
+    staging, warehouse = tmp_path / "staging", tmp_path / "warehouse"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {MARKED_DB}",
+        f"CREATE DATABASE {MARKED_DB}",
+        f"CREATE TABLE {MARKED_DB}.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        f"CREATE TABLE {MARKED_DB}.u (id INT PRIMARY KEY, n INT)",
+        f"INSERT INTO {MARKED_DB}.t VALUES (1, 'a')",
+        f"INSERT INTO {MARKED_DB}.u VALUES (1, 1)",
+    )
+    _spark_connection(running, "POST", {})
+    dag_file = MARKED_DAG_FILE.format(
+        dag_id=MARKED_DAG, tables=f"{MARKED_DB}.*", staging=str(staging), warehouse=str(warehouse)
+    )
+    (running.dags_folder / f"{MARKED_DAG}.py").write_text(textwrap.dedent(dag_file))
+    running.wait_for_dag(MARKED_DAG)
+    running.api.call("PATCH", f"/dags/{MARKED_DAG}", json={"is_paused": False})
+
+    def trigger() -> str:
+        # With a logical date, as the UI's trigger form sends by default: the Task SDK finds a run's previous
+        # run by logical date, and the apply's message names it.
+        body = {"logical_date": datetime.now(UTC).isoformat(), "conf": {}}
+        return str(running.api.call("POST", f"/dags/{MARKED_DAG}/dagRuns", json=body)["dag_run_id"])
+
+    def finished(run_id: str) -> str:
+        return str(running.wait_for_run(MARKED_DAG, run_id, timeout=420)["state"])
+
+    def apply_state(run_id: str) -> str | None:
+        return {ti["task_id"]: ti["state"] for ti in running.api.task_instances(MARKED_DAG, run_id)}.get("apply")
+
+    first = trigger()
+    assert finished(first) == "success"
+
+    # Run 2: a connection edited wrong (cluster deploy mode on a local master) fails the apply.
+    _spark_connection(running, "PATCH", {"deploy-mode": "cluster"})
+    mysql_server.execute(f"INSERT INTO {MARKED_DB}.t VALUES (2, 'b')")
+    second = trigger()
+    assert finished(second) == "failed" and apply_state(second) == "failed"
+    # Marked success by hand (the UI's "Mark as success"), and the connection fixed.
+    path = f"/dags/{MARKED_DAG}/dagRuns/{second}/taskInstances/apply"
+    running.api.call("PATCH", path, json={"new_state": "success"})
+    assert apply_state(second) == "success"
+    _spark_connection(running, "PATCH", {})
+
+    # Run 3: u is applied; t, whose window 2 the marked apply never applied, stops by name.
+    mysql_server.execute(f"INSERT INTO {MARKED_DB}.t VALUES (3, 'c')", f"UPDATE {MARKED_DB}.u SET n = 2")
+    third = trigger()
+    assert finished(third) == "failed" and apply_state(third) == "failed"
+    prefix = "".join(c if c.isalnum() or c in "_.-" else "_" for c in third)
+    report = json.loads(sorted((staging / MARKED_DAG / "apply-reports").glob(f"{prefix}-try*.json"))[-1].read_text())
+    assert report["failed"] == [f"{MARKED_DB}.t"]
+    assert report["tables"][f"{MARKED_DB}.t"]["error_class"] == "ApplyGapError"
+    assert "window 2 holds changes the table does not have yet" in report["tables"][f"{MARKED_DB}.t"]["error"]
+    assert report["tables"][f"{MARKED_DB}.u"]["status"] == "applied"
+    log = running.task_log(MARKED_DAG, third, "apply")
+    assert f"run '{second}' before this one shows its apply as success" in log, log[-3000:]
+    assert f"airflow tasks clear {MARKED_DAG} -t '^apply$'" in log
+    comparison = compare_table(mysql_server, warehouse, MARKED_DB, "u")
+    assert comparison.equal, comparison.describe()
+    assert not compare_table(mysql_server, warehouse, MARKED_DB, "t").equal  # rows 2 and 3 not applied
+
+    # The way out: clear the marked apply, then the stopped one.
+    _clear(running, MARKED_DAG, second, "apply")
+    assert finished(second) == "success"
+    _clear(running, MARKED_DAG, third, "apply")
+    assert finished(third) == "success"
+    for table in ("t", "u"):
+        comparison = compare_table(mysql_server, warehouse, MARKED_DB, table)
+        assert comparison.equal, comparison.describe()
