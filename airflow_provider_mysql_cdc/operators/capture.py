@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -25,6 +25,18 @@ from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 
 #: Server id announced on the binlog stream when the connection has no ``server_id`` extra.
 DEFAULT_REPLICA_SERVER_ID = 4_000_001
+
+
+def run_cutoff_time(context: Context) -> datetime | None:
+    """Where a ``data_interval`` window of this run ends: its ``data_interval_end``; for a manual run without
+    a logical date (REST ``logical_date: null``, ``airflow dags trigger`` without ``-l``), which Airflow gives
+    no data interval, the time it was triggered to run after (``run_after``), fixed for the run's lifetime."""
+    end = context.get("data_interval_end")
+    if end is not None:
+        return end
+    dag_run = context.get("dag_run")
+    run_after = getattr(dag_run, "run_after", None)
+    return run_after if isinstance(run_after, datetime) else None
 
 
 class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
@@ -104,7 +116,7 @@ class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
             run_id=str(context["run_id"]),
             staging_uri=self.staging_uri,
             cutoff=CutoffRule.parse(self.cutoff),
-            data_interval_end=context.get("data_interval_end"),
+            data_interval_end=run_cutoff_time(context),
             tables=TableSelection.of(self.tables, self.exclude_tables),
             caps=self.caps,
             initial_frontier=GtidSet.parse(self.initial_frontier) if self.initial_frontier else None,

@@ -31,7 +31,7 @@ from airflow_provider_mysql_cdc.pipeline import mysql_cdc_params, mysql_cdc_pipe
 with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_runs=1,
          render_template_as_native_obj=True,
          params=mysql_cdc_params(pipeline={dag_id!r}, tables=[{tables!r}], staging_uri={staging!r},
-                                 warehouse={warehouse!r}, cutoff="catch_up")):
+                                 warehouse={warehouse!r})):
     mysql_cdc_pipeline(approve_rebuilds=True, verify_sample_fraction=None,
                        retry_args={{"retries": 0}}, jars=os.environ["MYSQL_CDC_ICEBERG_JARS"])
 """
@@ -65,6 +65,8 @@ def services(
 
 
 def _trigger(services: AirflowServices, **conf: Any) -> str:
+    """A manual run without a logical date: Airflow gives it no data interval, and its window (cutoff
+    ``data_interval``) ends when it was triggered."""
     run = services.api.call("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf})
     return str(run["dag_run_id"])
 

@@ -3,10 +3,11 @@ place of Airflow's API (the real runs: tests/integration/test_task_retries.py)."
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_mysql_cdc.operators.run_order import PreviousTask, previous_run_note, wait_for_previous_run
@@ -72,3 +73,17 @@ def test_the_note_after_a_previous_task_marked_success_says_it_did_none_of_its_w
     assert "run 'scheduled__2026-11-24T10:00:00+00:00' before this one shows its apply as success" in note
     assert "if it was marked so by hand, it did none of its work" in note
     assert "airflow tasks clear mysql_cdc_example -t '^apply$' -s 2026-11-24T10:00:00+00:00" in note
+
+
+def test_a_manual_run_without_a_logical_date_cuts_its_window_at_the_time_it_was_triggered() -> None:
+    from types import SimpleNamespace
+
+    from airflow_provider_mysql_cdc.operators.capture import run_cutoff_time
+
+    end = datetime(2026, 11, 25, 10, tzinfo=UTC)
+    triggered = datetime(2026, 11, 25, 10, 7, 3, tzinfo=UTC)
+    run = SimpleNamespace(run_after=triggered)
+    assert run_cutoff_time(cast(Context, {"data_interval_end": end, "dag_run": run})) == end
+    # Airflow gives a run triggered without a logical date no data interval.
+    assert run_cutoff_time(cast(Context, {"data_interval_end": None, "dag_run": run})) == triggered
+    assert run_cutoff_time(cast(Context, {})) is None
