@@ -307,3 +307,9 @@ def error_named(class_name: str, message: str, fallback: type[MySqlCdcError]) ->
         except TypeError:
             pass
     return fallback(message)
+
+
+class MetadataStoreMismatchError(TerminalCdcError):
+    """Raised when the metadata store a task reads does not hold the pipeline registration its staging root
+    was written under: another store (a worker-local SQLite file under a distributed executor, a reset or
+    replaced database). Going on would number windows again over the ones already staged and applied."""

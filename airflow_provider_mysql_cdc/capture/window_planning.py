@@ -121,11 +121,13 @@ def plan_window(
     with connection_to(source) as connection:
         require_named_tables(connection, source, request.tables)
     pipeline = store.get_pipeline(request.pipeline)
+    staging.require_registration(None if pipeline is None else pipeline.identity(), store.location)
     if pipeline is None:
         initial = request.initial_frontier
         if initial is None:
             initial = server.gtid_executed
         pipeline = store.register_pipeline(request.pipeline, initial)
+        staging.require_registration(pipeline.identity(), store.location)
         log.info("pipeline %s registered with initial frontier %s", request.pipeline, pipeline.initial_frontier)
     last = store.last_window(request.pipeline)
     if last is not None and not last.is_published:

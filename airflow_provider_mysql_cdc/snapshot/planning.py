@@ -230,15 +230,18 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
     earlier = store.snapshot_for_run(request.pipeline, request.run_id)
     unit = f"snapshot {earlier.snapshot_id if earlier else 'planning'} (run {request.run_id!r})"
     server = read_guarded_server(request.pipeline, unit, source, store, check_settings=True)
+    staging = Staging(request.staging_uri, request.pipeline)
     with connection_to(source) as connection:
         start_snapshot_session(connection, source)
         snapshot = store.snapshot_for_run(request.pipeline, request.run_id)
         if snapshot is None:  # refused before anything is recorded
-            staging = Staging(request.staging_uri, request.pipeline)
             staging.require_writable(staging.snapshot_attempts_dir())
             require_named_tables(connection, source, request.tables)
-        if store.get_pipeline(request.pipeline) is None:
+        registered = store.get_pipeline(request.pipeline)
+        staging.require_registration(None if registered is None else registered.identity(), store.location)
+        if registered is None:
             record = store.register_pipeline(request.pipeline, server.gtid_executed)
+            staging.require_registration(record.identity(), store.location)
             log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
         fresh_plans: dict[str, tuple[SnapshotChunk, ...]] = {}
         if snapshot is None:

@@ -25,6 +25,7 @@ count, size and SHA-256, so readers never list directories and never see partial
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import uuid
@@ -38,6 +39,7 @@ from airflow_provider_mysql_cdc.core.staging import MANIFEST_NAME, SnapshotTable
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     CorruptStagingError,
+    MetadataStoreMismatchError,
     StagingWriteError,
 )
 
@@ -45,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: The directory of a kind of staged unit that holds the temporary directories of its attempts.
 ATTEMPTS_DIR_NAME = "_tmp"
+#: The pipeline registration a staging root was written under (``{pipeline}/_registration.json``).
+REGISTRATION_FILE_NAME = "_registration.json"
 
 
 def open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -363,6 +367,43 @@ class Staging:
         except OSError as exc:
             raise StagingWriteError(f"publishing {label} to {final} failed: {exc}") from None
         return self.uri_of(self.manifest_path(self.unit_dir(manifest)))
+
+    # -- the registration this staging root belongs to ------------------------------------------------
+
+    def require_registration(self, registration: Mapping[str, str] | None, store_location: str) -> None:
+        """Check that the metadata store's registration of the pipeline (``registration``; None: the store
+        has none) is the one this staging root was written under, and record it here the first time.
+
+        Raises :class:`MetadataStoreMismatchError` when the store has no registration but the staging root
+        has one, or a different one: the task runs with another metadata store than the runs that staged
+        and applied the pipeline's windows (each worker's own default SQLite store under a distributed
+        executor; a reset or replaced database). Nothing is recorded or staged then."""
+        relative = f"{self.pipeline}/{REGISTRATION_FILE_NAME}"
+        found = self.read_text(relative)
+        recorded = None if found is None else dict(json.loads(found[0]))
+        if registration is not None and recorded is None:
+            self.write_text(relative, json.dumps(dict(registration), sort_keys=True, indent=1) + "\n")
+            return
+        if recorded is None or recorded == dict(registration or {}):
+            return
+        held = (
+            f"its staging root {self.root}/{self.pipeline} holds the pipeline registered at "
+            f"{recorded.get('registered_at')} with initial frontier {recorded.get('initial_frontier')!r}"
+        )
+        mine = (
+            "has no record of it"
+            if registration is None
+            else f"registered it at {registration.get('registered_at')} with initial frontier "
+            f"{registration.get('initial_frontier')!r}"
+        )
+        raise MetadataStoreMismatchError(
+            f"pipeline {self.pipeline!r}: the metadata store {store_location} {mine}, but {held}. This task runs "
+            "with another metadata store than the runs that staged and applied its windows; going on would "
+            "number windows again over them. On a distributed executor (Celery, Kubernetes) every worker has "
+            "its own default SQLite store: give every task of the pipeline metadata_conn_id, a database all "
+            'workers reach (docs/concepts.md "Metadata database"). Nothing was recorded or staged. To start '
+            "the pipeline over instead, give it a new name or a new staging_uri"
+        )
 
     # -- probes and deletes -------------------------------------------------------------------------------
 

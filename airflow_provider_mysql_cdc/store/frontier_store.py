@@ -92,6 +92,14 @@ class PipelineRecord:
     #: When the pipeline was registered (its initial frontier is ``@@gtid_executed`` of that moment).
     registered_at: datetime | None = None
 
+    def identity(self) -> dict[str, str]:
+        """This registration, as the pipeline's staging root records it (see ``Staging.require_registration``)."""
+        return {
+            "pipeline": self.pipeline,
+            "initial_frontier": str(self.initial_frontier),
+            "registered_at": self.registered_at.isoformat() if self.registered_at else "",
+        }
+
 
 @dataclass(frozen=True)
 class WindowRecord:
@@ -153,7 +161,12 @@ class FrontierStore(SchemaRecords, ServerObservations):
         return cls(sa.create_engine(url, future=True, pool_pre_ping=True))
 
     def __repr__(self) -> str:
-        return f"FrontierStore({self.engine.url.render_as_string(hide_password=True)!r})"
+        return f"FrontierStore({self.location!r})"
+
+    @property
+    def location(self) -> str:
+        """The store's database URL without its password (for messages)."""
+        return self.engine.url.render_as_string(hide_password=True)
 
     # -- schema ---------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -227,3 +228,20 @@ def test_require_writable_probes_and_leaves_nothing(tmp_path: Path) -> None:
     unwritable = Staging(str(blocker / "staging"), "p")
     with pytest.raises(StagingWriteError, match="is not writable"):
         unwritable.require_writable(unwritable.window_attempts_dir())
+
+
+def test_a_staging_root_belongs_to_one_registration_of_its_pipeline(tmp_path: Path) -> None:
+    from airflow_provider_mysql_cdc.errors import MetadataStoreMismatchError
+
+    staging = Staging(str(tmp_path), "shop")
+    first = {"pipeline": "shop", "initial_frontier": "u:1-5", "registered_at": "2026-11-25T06:00:00+00:00"}
+    staging.require_registration(None, "sqlite:///a.db")  # a new pipeline: nothing recorded yet
+    assert not (tmp_path / "shop" / "_registration.json").exists()
+    staging.require_registration(first, "sqlite:///a.db")  # registered: recorded
+    staging.require_registration(first, "sqlite:///a.db")  # the same store again: fine
+    with pytest.raises(MetadataStoreMismatchError, match=r"sqlite:///b\.db has no record of it, but its staging root"):
+        staging.require_registration(None, "sqlite:///b.db")
+    again = {**first, "registered_at": "2026-11-25T07:00:00+00:00", "initial_frontier": "u:1-9"}
+    with pytest.raises(MetadataStoreMismatchError, match=r"registered it at 2026-11-25T07:00:00\+00:00 with initial"):
+        staging.require_registration(again, "postgresql://cdc:***@db/meta")
+    assert json.loads((tmp_path / "shop" / "_registration.json").read_text()) == first  # never overwritten
