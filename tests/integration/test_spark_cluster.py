@@ -40,6 +40,7 @@ from tests.spark_session import iceberg_jars
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
 SPARK_BIN = str(Path(sys.executable).parent)
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Small executors (one core each, two at most): other tests share this machine. 1 GiB each is what the
 #: operator's memory sizing asks of a cluster's executors for windows of ordinary rows (apply.memory), and
 #: what a worker offers.
@@ -52,6 +53,9 @@ EXECUTOR_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
+    # Short-lived JVMs on a busy machine: the quick compiler only, and one GC thread.
+    "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,
+    "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
 }
 
 
