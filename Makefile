@@ -11,14 +11,14 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e bench-dag-parse constraints constraints-lowest clean
+.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e bench-dag-parse constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | venv-lowest | mysql-up | mysql-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"
+	@echo "make venv | venv-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -39,6 +39,14 @@ mysql-down:
 
 mysql-status:
 	$(PY) -m testbed.mysql status
+
+# A Spark standalone master and two workers of the venv's pyspark on 127.0.0.1 (state in .cache/spark-cluster);
+# point spark_default at the master URL it prints, with {"deploy-mode": "client"} (docs/operators.md).
+spark-cluster-up: venv
+	$(PY) -m testbed.spark_cluster start
+
+spark-cluster-down:
+	$(PY) -m testbed.spark_cluster stop
 
 jars: venv
 	$(PY) scripts/iceberg_jars.py

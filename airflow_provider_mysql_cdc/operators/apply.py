@@ -132,6 +132,27 @@ def spark_master(connection: Connection) -> str:
     return f"{master}:{connection.port}" if connection.port else master
 
 
+#: What spark-submit answers for a Python application in cluster deploy mode on a standalone master
+#: (Spark 3.5, checked by tests/integration/test_spark_cluster.py against a real standalone cluster).
+STANDALONE_PYTHON_CLUSTER_MODE_REFUSAL = (
+    "Cluster deploy mode is currently not supported for python applications on standalone clusters"
+)
+
+
+def check_deploy_mode(pipeline: str, conn_id: str, master: str, deploy_mode: str | None) -> None:
+    """Raise :class:`ConfigurationError` before anything is submitted when the Spark connection asks
+    for a deploy mode the master cannot run the apply job (a Python application) in: ``cluster`` on a
+    standalone ``spark://`` master, which spark-submit refuses (docs/operators.md "Where the apply runs")."""
+    if deploy_mode == "cluster" and master.startswith("spark://"):
+        raise ConfigurationError(
+            f"pipeline {pipeline!r}: the Spark connection {conn_id!r} asks for deploy mode 'cluster' on the "
+            f"standalone master {master}, where spark-submit refuses Python applications such as the apply "
+            f'job ("{STANDALONE_PYTHON_CLUSTER_MODE_REFUSAL}"): set the connection\'s extra "deploy-mode" to '
+            '"client" (the driver then runs on the Airflow worker, the executors on the cluster) and give the '
+            "operator no deploy_mode='cluster'; cluster deploy mode works on YARN and Kubernetes masters"
+        )
+
+
 def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The worker's environment as spark-submit gets it: without Airflow's connections, variables and
     settings, and without ``MYSQL_PWD``."""
@@ -173,7 +194,8 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
     :param chunks_per_commit: snapshot chunks merged per Iceberg commit when loading a snapshot.
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
-    :param conn_id: the Spark connection (its host is the master: ``local[*]``, ``spark://...``, ``yarn``...).
+    :param conn_id: the Spark connection (its host is the master: ``local[*]``, ``spark://...``, ``yarn``...;
+        its extra ``deploy-mode``: on a ``spark://`` master only ``client``, see :func:`check_deploy_mode`).
     :param headroom_task_id: the run's purge headroom sensor, whose figure the Asset events carry.
     :param previous_run_wait: how long to wait while the previous run's apply is unfinished (windows are
         applied in order; see :mod:`airflow_provider_mysql_cdc.operators.run_order`), then fail naming it.
@@ -309,6 +331,10 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
         if self.windows in (None, "", "None"):
             self.log.info("no window to apply in this run (its capture planned none); Spark is not started")
             return {"pipeline": self.pipeline, "first_window": None, "last_window": None, "upper": None, "tables": {}}
+        connection = BaseHook.get_connection(self.spark_conn_id)
+        master = spark_master(connection)
+        deploy_mode = self._deploy_mode or connection.extra_dejson.get("deploy-mode")
+        check_deploy_mode(self.pipeline, self.spark_conn_id, master, deploy_mode)
         task = f"pipeline {self.pipeline!r} {self.task_id}"
         previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
         previous_note = previous_run_note(self.dag_id, self.task_id, previous) if previous else ""
@@ -327,7 +353,6 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
         self.application_args = ["--spec", spec_uri]
         if not self.jars and not self.packages:
             self.packages = ICEBERG_PACKAGE
-        master = spark_master(BaseHook.get_connection(self.spark_conn_id))
         environment = job_environment(os.environ)
         if master.startswith("local"):
             # Given to the process here, not as the hook's env_vars: the hook would add them to a copy

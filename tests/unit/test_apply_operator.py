@@ -15,8 +15,32 @@ from airflow_provider_mysql_cdc.operators.apply import (
     ICEBERG_EXTENSIONS,
     SparkApplyOperator,
     apply_spark_conf,
+    check_deploy_mode,
 )
 from airflow_provider_mysql_cdc.staging import Staging
+
+
+@pytest.mark.parametrize(
+    ("master", "deploy_mode"),
+    [
+        ("spark://m:7077", "client"),
+        ("spark://m:7077", None),
+        ("yarn", "cluster"),
+        ("k8s://https://api:6443", "cluster"),
+        ("local[2]", None),
+    ],
+)
+def test_deploy_modes_the_master_runs_python_applications_in_pass(master: str, deploy_mode: str | None) -> None:
+    check_deploy_mode("shop", "spark_default", master, deploy_mode)
+
+
+def test_cluster_mode_on_a_standalone_master_is_refused_with_the_fix() -> None:
+    """Against a real standalone cluster: tests/integration/test_spark_cluster.py."""
+    with pytest.raises(ConfigurationError) as refused:
+        check_deploy_mode("shop", "spark_cluster", "spark://m1:7077,m2:7077", "cluster")
+    message = str(refused.value)
+    assert "pipeline 'shop'" in message and "'spark_cluster'" in message and "spark://m1:7077,m2:7077" in message
+    assert '"deploy-mode" to "client"' in message
 
 
 def test_hadoop_catalog_on_a_warehouse() -> None:
