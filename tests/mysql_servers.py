@@ -9,6 +9,7 @@ import os
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
@@ -45,6 +46,13 @@ class MySqlTestServer:
             for statement in statements:
                 rows = query(connection, self.admin, statement)
         return rows
+
+    def utc_now(self) -> datetime:
+        """The server's clock (aware UTC, microseconds): what a ``data_interval`` cut-off is compared with,
+        since commit timestamps come from it."""
+        moment = self.execute("SELECT UTC_TIMESTAMP(6)")[0][0]
+        assert isinstance(moment, datetime)
+        return moment.replace(tzinfo=UTC)
 
     def account(self, user: str, password: str) -> MySqlConnectionConfig:
         """A config for another account on the same server."""

@@ -236,13 +236,6 @@ def test_example_dag_snapshots_existing_rows_in_mapped_chunks_then_only_what_is_
     assert _states(third)[("capture", -1)] == "success"
 
 
-def _server_now(server: MySqlTestServer) -> Any:
-    """The server's clock (aware UTC): the data-interval cut-off compares commit times with it."""
-    from datetime import UTC
-
-    return server.execute("SELECT UTC_TIMESTAMP(6)")[0][0].replace(tzinfo=UTC)
-
-
 def _asset_events(uri: str) -> list[Any]:
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
@@ -362,7 +355,7 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
 
     # Run 0: the pipeline is registered and snapshotted; its interval ended before that, so its window
     # (the first, which carries the snapshot's hand-off) is empty.
-    start = _server_now(mysql_server)
+    start = mysql_server.utc_now()
     first = _run_example(monkeypatch, conn, ["demo.*"], logical_date=start, **conf)
     assert first.state == "success", _states(first)
     assert _xcom(first, "capture")["window_id"] == 1
@@ -382,7 +375,7 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
         time.sleep(0.3)
         mysql_server.execute(*statements)
         time.sleep(0.3)
-        marks.append(_server_now(mysql_server))
+        marks.append(mysql_server.utc_now())
     runs = [_run_example(monkeypatch, conn, ["demo.*"], logical_date=mark, **conf) for mark in marks]
     assert [run.state for run in runs] == ["success"] * 3
     captured = [_xcom(run, "capture") for run in runs]
@@ -463,7 +456,7 @@ def test_airflow_tasks_test_runs_every_task_of_the_example(
         "warehouse": spark.conf.get("spark.sql.catalog.lake.warehouse"),
         "cutoff": "catch_up",
     }
-    logical_date = _server_now(mysql_server)
+    logical_date = mysql_server.utc_now()
     run = _run_example(monkeypatch, mysql_server.airflow_conn_json(), **conf, logical_date=logical_date)
     assert run.state == "success", _states(run)
     window = _xcom(run, "capture")["window_id"]

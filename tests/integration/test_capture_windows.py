@@ -12,7 +12,7 @@ import itertools
 import random
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +70,6 @@ class Pipeline:
         return sorted(rows, key=lambda row: row["_cdc_seq"])
 
 
-def server_utc_now(server: MySqlTestServer) -> datetime:
-    moment = server.execute("SELECT UTC_TIMESTAMP(6)")[0][0]
-    assert isinstance(moment, datetime)
-    return moment.replace(tzinfo=UTC)
-
-
 def executed(server: MySqlTestServer) -> GtidSet:
     return GtidSet.parse(str(server.execute("SELECT @@GLOBAL.gtid_executed")[0][0]))
 
@@ -97,18 +91,18 @@ def test_data_interval_windows_hold_exactly_the_transactions_committed_in_their_
 ) -> None:
     mysql_server.execute("DROP DATABASE IF EXISTS di", "CREATE DATABASE di", "CREATE TABLE di.t (id INT PRIMARY KEY)")
     pipeline = Pipeline(mysql_server, tmp_path, "di", TableSelection.of("di.*"))
-    start = server_utc_now(mysql_server)
+    start = mysql_server.utc_now()
     time.sleep(0.01)
     first = pipeline.capture("interval-0", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=start)
     assert first.transactions == 0
 
     mysql_server.execute("INSERT INTO di.t VALUES (1)", "INSERT INTO di.t VALUES (2)")
     time.sleep(0.01)
-    middle = server_utc_now(mysql_server)
+    middle = mysql_server.utc_now()
     time.sleep(0.01)
     mysql_server.execute("INSERT INTO di.t VALUES (3)", "INSERT INTO di.t VALUES (4)")
     time.sleep(0.01)
-    end = server_utc_now(mysql_server)
+    end = mysql_server.utc_now()
 
     second = pipeline.capture("interval-1", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=middle)
     assert [r["id"] for r in pipeline.rows(second.window_id)] == [1, 2]
@@ -136,8 +130,8 @@ def test_a_data_interval_that_has_not_ended_is_refused_and_retried_later(
     mysql_server: MySqlTestServer, tmp_path: Path
 ) -> None:
     pipeline = Pipeline(mysql_server, tmp_path, "future", TableSelection.of("future.*"))
-    pipeline.capture("past", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=server_utc_now(mysql_server))
-    soon = server_utc_now(mysql_server) + timedelta(seconds=2)
+    pipeline.capture("past", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=mysql_server.utc_now())
+    soon = mysql_server.utc_now() + timedelta(seconds=2)
     with pytest.raises(WindowNotClosedError, match="has not ended yet; retry after it has"):
         pipeline.capture("soon", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=soon)
     time.sleep(2.1)

@@ -35,7 +35,7 @@ from airflow_provider_mysql_cdc.decoding.compiled_rows import row_images
 from airflow_provider_mysql_cdc.staging import Staging
 from tests.child_process import run_module
 from tests.integration.test_binlog_reader import read_until_idle, transactions
-from tests.integration.test_capture_windows import Pipeline, executed, replay, server_utc_now
+from tests.integration.test_capture_windows import Pipeline, executed, replay
 from tests.mysql_servers import MySqlTestServer
 
 pytestmark = pytest.mark.mysql
@@ -286,7 +286,7 @@ def test_mixed_windows_boundaries_after_compressed_transactions_and_row_caps(
     # A data-interval window whose end falls between two compressed transactions.
     mysql_server.execute(*session(compressed=True), "INSERT INTO mx.t VALUES (200)")
     time.sleep(0.01)
-    interval_end = server_utc_now(mysql_server)
+    interval_end = mysql_server.utc_now()
     time.sleep(0.01)
     mysql_server.execute(*session(compressed=True), "INSERT INTO mx.t VALUES (201)")
     interval = pipeline.capture(

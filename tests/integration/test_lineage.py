@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_airflow_dag import _forget_earlier_runs, _server_now
+from tests.integration.test_airflow_dag import _forget_earlier_runs
 from tests.mysql_servers import MySqlTestServer
 
 pytestmark = pytest.mark.airflow
@@ -93,7 +93,7 @@ def test_the_example_dag_emits_datasets_column_lineage_and_the_spark_parent_run(
         "warehouse": str(warehouse),
         "cutoff": "catch_up",
     }
-    first_date = _server_now(mysql_server)
+    first_date = mysql_server.utc_now()
     first_output = _dags_test(env, first_date, conf)
     mysql_server.execute(
         "UPDATE lineage.orders SET status = 'paid' WHERE id = 1",

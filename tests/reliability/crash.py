@@ -42,7 +42,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -275,12 +274,6 @@ def _executed(server: MySqlTestServer) -> GtidSet:
     return GtidSet.parse(str(server.execute("SELECT @@GLOBAL.gtid_executed")[0][0] or ""))
 
 
-def _server_utc_now(server: MySqlTestServer) -> datetime:
-    moment = server.execute("SELECT UTC_TIMESTAMP(6)")[0][0]
-    assert isinstance(moment, datetime)
-    return moment.replace(tzinfo=UTC)
-
-
 def _digests(directory: Path, *, skip: Sequence[str] = ()) -> dict[str, str]:
     """SHA-256 of every file below ``directory`` by relative path."""
     return {
@@ -392,7 +385,7 @@ class _CaptureBench(_Bench):
         # The window is a data interval ending now; a later transaction (not captured) closes it, so
         # every run reads exactly the same GTID range whatever else the server commits later.
         time.sleep(0.005)
-        self.end = _server_utc_now(server)
+        self.end = server.utc_now()
         time.sleep(0.005)
         server.execute(f"INSERT INTO {CAPTURE_DB}.marker VALUES (1)")
         binlog = self._binlog_bytes() - binlog_before
