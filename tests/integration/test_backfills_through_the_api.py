@@ -46,7 +46,6 @@ BACKFILL_TIMEOUT = 1800.0
 DAG_FILE = """
 import os
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
 from airflow.sdk import DAG
 from airflow_provider_mysql_cdc.pipeline import mysql_cdc_params, mysql_cdc_pipeline
 
