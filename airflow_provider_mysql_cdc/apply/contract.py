@@ -225,10 +225,11 @@ MAINTENANCE_SPEC_FORMAT = 1
 MAINTENANCE_REPORT_FORMAT = 1
 
 #: ``rewrite_data_files`` options: bin-pack any two or more small files, rewrite every data file that has
-#: position deletes (applying them), and drop the deletes that no longer apply to any data file. Rewriting
-#: the files with deletes is what clears a merge-on-read target's deletes: Iceberg 1.10's
+#: position deletes (applying them), and drop the deletes older than every data file. Rewriting the
+#: files with deletes is what applies a merge-on-read target's deletes: Iceberg 1.10's
 #: ``rewrite_position_delete_files`` fails on tables with a map column, and every target has one
-#: (``_cdc_invalid_values``; apache/iceberg#15080).
+#: (``_cdc_invalid_values``; apache/iceberg#15080). The newest delete files, which point at rewritten
+#: files, stay live (their sequence number is the rewrite's starting one).
 DEFAULT_REWRITE_DATA_OPTIONS: Mapping[str, str] = {
     "min-input-files": "2",
     "delete-file-threshold": "1",

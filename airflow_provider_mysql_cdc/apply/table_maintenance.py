@@ -5,7 +5,7 @@ The spark-submit application (``spark_apps/maintain_tables.py`` runs the same :f
 table of the catalog whose newest apply commit is the pipeline's) runs, in this order:
 
 1. ``rewrite_data_files``: bin-packs the small files each window's MERGE wrote, applying the position
-   deletes to the rows it rewrites (and dropping the deletes no data file needs any more);
+   deletes to the rows it rewrites (and dropping the deletes older than every data file);
 2. ``rewrite_position_delete_files``: compacts the delete files left, on tables Iceberg 1.10 can run it
    on (not those with a map or array column, which every target has: apache/iceberg#15080; the data
    rewrite applies their deletes instead, see ``DEFAULT_REWRITE_DATA_OPTIONS``);
