@@ -11,14 +11,14 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-e2e bench-dag-parse constraints constraints-lowest clean
+.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-dag-parse constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | venv-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"
+	@echo "make venv | venv-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -144,6 +144,13 @@ BENCH_KEYLESS_ROWS ?= 1000000
 BENCH_KEYLESS_CHANGES ?= 10000
 bench-apply-keyless: venv mysql-install jars
 	$(PY) benchmarks/apply_keyless.py --rows $(BENCH_KEYLESS_ROWS) --changes $(BENCH_KEYLESS_CHANGES) --rounds 6
+
+# Table maintenance: one table after BENCH_MAINTENANCE_WINDOWS small windows (own MySQL instance, local
+# Spark), before and after run_maintenance; last line: maintenance windows=<n> files_before= files_after=
+# ... scan_ratio= ... apply_ratio= (after/before). BENCH_MAINTENANCE_WINDOWS=100 is a shorter run.
+BENCH_MAINTENANCE_WINDOWS ?= 500
+bench-maintenance: venv mysql-install jars
+	$(PY) benchmarks/maintenance.py --windows $(BENCH_MAINTENANCE_WINDOWS)
 
 # End to end: one `airflow dags test` run of the example DAG over a window of BENCH_E2E_CHANGES changes
 # (Airflow on SQLite, own MySQL instance, local Spark), time split by task; last line:

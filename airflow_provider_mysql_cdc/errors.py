@@ -211,6 +211,16 @@ class WarehouseUnreachableError(TransientCdcError):
     be reached; nothing is applied."""
 
 
+class AppliedStateExpiredError(TerminalCdcError):
+    """Raised when a target's snapshot history was expired past its newest apply commit, so which windows
+    it holds cannot be read (a snapshot expiration that did not keep that commit)."""
+
+
+class TableMaintenanceError(TransientCdcError):
+    """Raised when an Iceberg maintenance procedure failed on a table (a concurrent commit, storage);
+    the table's data is unchanged by the failed step and the next run does it again."""
+
+
 # -- signals caught inside the package ----------------------------------------------------------------------
 
 

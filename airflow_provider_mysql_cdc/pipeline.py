@@ -29,6 +29,7 @@ from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
 from airflow_provider_mysql_cdc.operators.apply import DEFAULT_ASSET_ALIAS, SparkApplyOperator
 from airflow_provider_mysql_cdc.operators.capture import MySqlBinlogCaptureOperator
+from airflow_provider_mysql_cdc.operators.maintenance import IcebergMaintenanceOperator
 from airflow_provider_mysql_cdc.operators.preflight import MySqlCdcPreflightOperator
 from airflow_provider_mysql_cdc.operators.snapshot import MySqlSnapshotOperator, MySqlSnapshotPlanOperator
 from airflow_provider_mysql_cdc.operators.verify import MySqlCdcVerifyOperator
@@ -102,6 +103,8 @@ class MySqlCdcPipelineTasks:
     verify: BaseOperator | None = None
     #: The approval step in front of the snapshot plan; None unless ``approve_rebuilds``.
     approve_rebuild: BaseOperator | None = None
+    #: The table maintenance after the apply (and verify); None unless ``maintenance``.
+    maintenance: BaseOperator | None = None
 
 
 def mysql_cdc_pipeline(
@@ -133,6 +136,8 @@ def mysql_cdc_pipeline(
     retry_args: Mapping[str, Any] | None = DEFAULT_RETRY_ARGS,
     approve_rebuilds: bool = False,
     approval_kwargs: Mapping[str, Any] | None = None,
+    maintenance: timedelta | None = None,
+    maintenance_kwargs: Mapping[str, Any] | None = None,
 ) -> MySqlCdcPipelineTasks:
     """Add one pipeline's tasks to the current DAG (inside ``TaskGroup(group_id)`` when given).
 
@@ -158,6 +163,13 @@ def mysql_cdc_pipeline(
       seeded sample of each table's key ranges with MySQL as of one GTID set and fails the run on a
       difference; tables it cannot verify yet (a snapshot still loading) are reported, not failed.
       Its Spark driver runs in the worker (``verify_kwargs``: ``spark_master``, ``row_budget``...).
+    * ``maintenance`` (only with ``maintenance=timedelta(...)``; :class:`IcebergMaintenanceOperator`) after
+      the apply (and verify): compacts data files, rewrites position deletes, expires snapshots (keeping
+      the newest apply commit) and removes orphan files of the pipeline's targets, in the run whose data
+      interval ends on or crosses a multiple of ``maintenance`` (``timedelta(days=1)``: once a day); the
+      other runs skip it without starting Spark (``maintenance_kwargs``: ``snapshot_retention``,
+      ``retain_last``, ``orphan_file_age``, ``rewrite_data_options``...). In the pipeline's own DAG
+      (``max_active_runs=1``) it never runs while an apply commits to the same tables.
 
     Capture and apply keep windows in order without ``depends_on_past``: each waits while the previous
     run's same task is unfinished and never waits on a failed one (the engines stop by name when that
@@ -280,8 +292,23 @@ def mysql_cdc_pipeline(
                 **{**retries, **dict(verify_kwargs or {})},
             )
             apply >> verify
+        maintain = None
+        if maintenance is not None:
+            maintain = IcebergMaintenanceOperator(
+                task_id="maintenance",
+                pipeline=pipeline,
+                staging_uri=staging_uri,
+                every=maintenance,
+                catalog=catalog,
+                warehouse=None if catalog_conf else warehouse,
+                catalog_conf=catalog_conf,
+                jars=jars,
+                conn_id=spark_conn_id,
+                **{**retries, **dict(maintenance_kwargs or {})},
+            )
+            (verify or apply) >> maintain
     return MySqlCdcPipelineTasks(
-        preflight, purge_headroom, snapshot_plan, snapshot, capture, apply, verify, approve_rebuild
+        preflight, purge_headroom, snapshot_plan, snapshot, capture, apply, verify, approve_rebuild, maintain
     )
 
 

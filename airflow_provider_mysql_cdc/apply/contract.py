@@ -1,5 +1,6 @@
 """The apply contract: what the Spark job is asked to do (:class:`ApplySpec`) and what it reports back
-(:class:`ApplyReport`), each with a versioned JSON form.
+(:class:`ApplyReport`), each with a versioned JSON form; the same for the table maintenance job
+(:class:`MaintenanceSpec`, :class:`MaintenanceReport`).
 
 ``SparkApplyOperator`` renders its arguments into an :class:`ApplySpec`, writes it to the pipeline's
 staging (:meth:`~airflow_provider_mysql_cdc.staging.Staging.apply_spec_path`) and submits the job
@@ -215,4 +216,166 @@ class ApplyReport:
             raise ApplyContractError(f"the apply report at {source} has no tables; {_SAME_VERSION}")
         document["tables"] = {name: _build(TableReport, t, source, "apply report") for name, t in tables.items()}
         report: ApplyReport = _build(cls, document, source, "apply report")
+        return report
+
+
+#: Version of :meth:`MaintenanceSpec.to_json`'s document.
+MAINTENANCE_SPEC_FORMAT = 1
+#: Version of :meth:`MaintenanceReport.to_json`'s document.
+MAINTENANCE_REPORT_FORMAT = 1
+
+#: ``rewrite_data_files`` options: bin-pack any two or more small files, rewrite every data file that has
+#: position deletes (applying them), and drop the deletes older than every data file. Rewriting the
+#: files with deletes is what applies a merge-on-read target's deletes: Iceberg 1.10's
+#: ``rewrite_position_delete_files`` fails on tables with a map column, and every target has one
+#: (``_cdc_invalid_values``; apache/iceberg#15080). The newest delete files, which point at rewritten
+#: files, stay live (their sequence number is the rewrite's starting one).
+DEFAULT_REWRITE_DATA_OPTIONS: Mapping[str, str] = {
+    "min-input-files": "2",
+    "delete-file-threshold": "1",
+    "remove-dangling-deletes": "true",
+}
+#: ``rewrite_position_delete_files`` options: compact any two or more delete files.
+DEFAULT_REWRITE_DELETE_OPTIONS: Mapping[str, str] = {"min-input-files": "2"}
+
+
+@dataclass(frozen=True)
+class MaintenanceSpec:
+    """One run of the maintenance job: Iceberg's maintenance procedures on the tables one pipeline
+    applies to (compact data files, rewrite position deletes, expire snapshots, remove orphan files).
+
+    Expiration always keeps every snapshot from the current one back to the newest commit of the apply
+    (the one whose summary records the applied window and GTID set): the apply reads that commit, walking
+    back over the commits the compaction made, to skip windows the table already has.
+    """
+
+    pipeline: str
+    #: The Spark catalog of the targets (configured by Spark properties, as for the apply).
+    catalog: str = "lake"
+    #: Tables inside the catalog (``namespace.table``) to maintain; empty: every table of the catalog
+    #: whose newest apply commit is this pipeline's (tables nobody applied to are never touched).
+    targets: tuple[str, ...] = ()
+    #: Options of ``rewrite_data_files`` (bin-pack).
+    rewrite_data_options: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_REWRITE_DATA_OPTIONS))
+    #: Options of ``rewrite_position_delete_files``.
+    rewrite_delete_options: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_REWRITE_DELETE_OPTIONS))
+    #: Snapshots older than this many hours are expired (Iceberg's default: 5 days), except the kept ones.
+    snapshot_retention_hours: float = 120.0
+    #: At least this many of the newest snapshots are kept (more when the newest apply commit is further back).
+    retain_last: int = 1
+    #: Files in a table's location that no snapshot references and older than this many hours are deleted.
+    #: A younger unreferenced file may belong to a commit in progress (a running apply), so at least 1 hour.
+    orphan_file_age_hours: float = 72.0
+    #: Where the job writes its :class:`MaintenanceReport`; nothing when empty.
+    report_uri: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(self.targets))
+        object.__setattr__(self, "rewrite_data_options", dict(self.rewrite_data_options))
+        object.__setattr__(self, "rewrite_delete_options", dict(self.rewrite_delete_options))
+        if self.retain_last < 1:
+            raise ConfigurationError(f"retain_last must be at least 1 (the current snapshot), got {self.retain_last}")
+        if self.snapshot_retention_hours < 0:
+            raise ConfigurationError(
+                f"snapshot_retention_hours must not be negative, got {self.snapshot_retention_hours}"
+            )
+        if self.orphan_file_age_hours < 1:
+            raise ConfigurationError(
+                f"orphan_file_age_hours must be at least 1, got {self.orphan_file_age_hours}: a younger file that no "
+                "snapshot references yet may belong to a commit in progress, and deleting it would break that commit"
+            )
+        for target in self.targets:
+            if len(target.split(".")) < 2:
+                raise ConfigurationError(f"maintenance target {target!r} must be namespace.table inside the catalog")
+
+    def to_json(self) -> str:
+        """The spec as the job reads it (:meth:`from_json`)."""
+        document = {"spec_format": MAINTENANCE_SPEC_FORMAT, **asdict(self), "targets": list(self.targets)}
+        return json.dumps(document, sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> MaintenanceSpec:
+        """The spec in ``text`` (read from ``source``, which messages name)."""
+        document = _document(text, source, "maintenance spec", "spec_format", MAINTENANCE_SPEC_FORMAT)
+        spec: MaintenanceSpec = _build(cls, document, source, "maintenance spec")
+        return spec
+
+
+@dataclass
+class TableMaintenance:
+    """What the maintenance job did to one table (files and snapshots of its current snapshot)."""
+
+    target: str
+    status: str = "maintained"  # maintained | failed
+    #: The window and GTID set of the newest apply commit, which expiration kept.
+    window_id: int = 0
+    upper: str = ""
+    data_files_before: int = 0
+    delete_files_before: int = 0
+    data_files_after: int = 0
+    delete_files_after: int = 0
+    data_files_rewritten: int = 0
+    data_files_added: int = 0
+    delete_files_rewritten: int = 0
+    delete_files_added: int = 0
+    snapshots_before: int = 0
+    snapshots_after: int = 0
+    snapshots_expired: int = 0
+    #: How many of the newest snapshots expiration was told to keep (``retain_last``, or more to reach
+    #: the newest apply commit).
+    snapshots_kept: int = 0
+    #: Files deleted with the expired snapshots (data, delete, manifest and manifest-list files).
+    expired_files_deleted: int = 0
+    orphan_files_removed: list[str] = field(default_factory=list)
+    #: Steps left out and why (``rewrite_position_delete_files`` on a table Iceberg 1.10 cannot run it on).
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+    error_class: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """True when a step failed (the steps before it were committed, the ones after it not run)."""
+        return self.status == "failed"
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    """What one run of the maintenance job did, per table; written to ``MaintenanceSpec.report_uri``."""
+
+    pipeline: str
+    tables: Mapping[str, TableMaintenance]
+    #: Set when the job stopped before maintaining any table (catalog unreachable...), with the class name.
+    error: str = ""
+    error_class: str = ""
+
+    @property
+    def failed(self) -> list[str]:
+        """The tables a step failed on, sorted."""
+        return sorted(name for name, table in self.tables.items() if table.failed)
+
+    def to_json(self) -> str:
+        """The report as the operator reads it (:meth:`from_json`)."""
+        document = {
+            "report_format": MAINTENANCE_REPORT_FORMAT,
+            "pipeline": self.pipeline,
+            "tables": {name: asdict(table) for name, table in self.tables.items()},
+            "failed": self.failed,
+            "error": self.error,
+            "error_class": self.error_class,
+        }
+        return json.dumps(document, sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> MaintenanceReport:
+        """The report in ``text`` (read from ``source``, which messages name)."""
+        document = _document(text, source, "maintenance report", "report_format", MAINTENANCE_REPORT_FORMAT)
+        document.pop("failed", None)
+        tables = document.get("tables")
+        if not isinstance(tables, dict):
+            raise ApplyContractError(f"the maintenance report at {source} has no tables; {_SAME_VERSION}")
+        document["tables"] = {
+            name: _build(TableMaintenance, t, source, "maintenance report") for name, t in tables.items()
+        }
+        report: MaintenanceReport = _build(cls, document, source, "maintenance report")
         return report

@@ -65,6 +65,7 @@ from airflow_provider_mysql_cdc.core.staging import (
     StagingManifest,
 )
 from airflow_provider_mysql_cdc.errors import (
+    AppliedStateExpiredError,
     CorruptStagingError,
     MySqlCdcError,
     RebuildPendingError,
@@ -125,6 +126,13 @@ def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, Appl
             return int(current.snapshotId()), state
         parent = snapshot.parentId()
         snapshot = None if parent is None else table.snapshot(parent)
+        if parent is not None and snapshot is None:
+            # Commits without CDC properties (a compaction) on top, and the apply's commit below them expired.
+            raise AppliedStateExpiredError(
+                f"{name}: its snapshot history ends at expired snapshot {parent} before any commit of the apply, so "
+                "the windows it holds cannot be read. Expiring snapshots must keep the newest apply commit "
+                "(IcebergMaintenanceOperator does); drop the table and re-snapshot it"
+            )
     return (None if current is None else int(current.snapshotId())), None
 
 

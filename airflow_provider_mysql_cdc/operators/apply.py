@@ -6,7 +6,7 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -163,7 +163,60 @@ def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
+class IcebergSparkJobOperator(SparkSubmitOperator):
+    """What this package's spark-submit jobs share (the apply, table maintenance): the job gets ``--spec
+    <URI>``; the Iceberg runtime from Maven unless ``jars``/``packages`` are given; the worker's environment
+    without Airflow's connections, variables and settings; and, for a local master, this worker's Python.
+
+    Subclasses set ``spark_conn_id``, ``local_python`` and ``pipeline`` and put the catalog's properties into ``conf``
+    (:func:`apply_spark_conf`) before :meth:`submit_job`.
+    """
+
+    spark_conn_id: str
+    local_python: str
+    pipeline: str
+
+    def _local_env(self) -> dict[str, str]:
+        """Environment of a local spark-submit: this worker's Python and its spark-submit, loopback only."""
+        bin_dir = str(Path(self.local_python).parent)
+        return {
+            "PYSPARK_PYTHON": self.local_python,
+            "PYSPARK_DRIVER_PYTHON": self.local_python,
+            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        }
+
+    def supported_master(self) -> str:
+        """The master of the Spark connection, once its deploy mode is one the master runs this package's
+        jobs (Python applications) in (:func:`check_deploy_mode`)."""
+        connection = BaseHook.get_connection(self.spark_conn_id)
+        master = spark_master(connection)
+        deploy_mode = self._deploy_mode or connection.extra_dejson.get("deploy-mode")
+        check_deploy_mode(self.pipeline, self.spark_conn_id, master, deploy_mode)
+        return master
+
+    def submit_job(self, context: Context, spec_uri: str, before_submit: Callable[[str], None] | None = None) -> None:
+        """spark-submit the application with ``--spec spec_uri``; ``before_submit(master)`` runs once the
+        master is known, before the hook is created (it may still change ``conf``)."""
+        self.application_args = ["--spec", spec_uri]
+        if not self.jars and not self.packages:
+            self.packages = ICEBERG_PACKAGE
+        master = self.supported_master()
+        environment = job_environment(os.environ)
+        if master.startswith("local"):
+            # Given to the process here, not as the hook's env_vars: the hook would add them to a copy
+            # of the whole worker environment, secrets included.
+            environment.update({**self._local_env(), **(self.env_vars or {})})
+            self.env_vars = None
+        if before_submit is not None:
+            before_submit(master)
+        self._hook = self._get_hook()
+        # With env_vars on a cluster master the hook still starts from the worker's environment.
+        self._hook.submit = functools.partial(self._hook.submit, env=environment)  # type: ignore[method-assign]
+        super().execute(context)
+
+
+class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
     """MERGE a pipeline's staged windows (and the snapshots they build on) into Iceberg tables.
 
     Writes an :class:`~airflow_provider_mysql_cdc.apply.contract.ApplySpec` (the settings below) to the
@@ -316,25 +369,12 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
             report_uri=report_uri,
         )
 
-    def _local_env(self) -> dict[str, str]:
-        """Environment of a local spark-submit: this worker's Python and its spark-submit, loopback only."""
-        bin_dir = str(Path(self.local_python).parent)
-        return {
-            "PYSPARK_PYTHON": self.local_python,
-            "PYSPARK_DRIVER_PYTHON": self.local_python,
-            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
-        }
-
     @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]  # returns the XCom
         if self.windows in (None, "", "None"):
             self.log.info("no window to apply in this run (its capture planned none); Spark is not started")
             return {"pipeline": self.pipeline, "first_window": None, "last_window": None, "upper": None, "tables": {}}
-        connection = BaseHook.get_connection(self.spark_conn_id)
-        master = spark_master(connection)
-        deploy_mode = self._deploy_mode or connection.extra_dejson.get("deploy-mode")
-        check_deploy_mode(self.pipeline, self.spark_conn_id, master, deploy_mode)
+        self.supported_master()  # a deploy mode the master refuses fails now, not after the wait below
         task = f"pipeline {self.pipeline!r} {self.task_id}"
         previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)
         previous_note = previous_run_note(self.dag_id, self.task_id, previous) if previous else ""
@@ -350,21 +390,8 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
         self.report_uri = staging.uri_of(report_path)
         spec = self.apply_spec(self.report_uri)
         spec_uri = staging.write_text(staging.apply_spec_path(run_id, try_number), spec.to_json())
-        self.application_args = ["--spec", spec_uri]
-        if not self.jars and not self.packages:
-            self.packages = ICEBERG_PACKAGE
-        environment = job_environment(os.environ)
-        if master.startswith("local"):
-            # Given to the process here, not as the hook's env_vars: the hook would add them to a copy
-            # of the whole worker environment, secrets included.
-            environment.update({**self._local_env(), **(self.env_vars or {})})
-            self.env_vars = None
-        self._size_memory(staging, master, spec)
-        self._hook = self._get_hook()
-        # With env_vars on a cluster master the hook still starts from the worker's environment.
-        self._hook.submit = functools.partial(self._hook.submit, env=environment)  # type: ignore[method-assign]
         try:
-            super().execute(context)
+            self.submit_job(context, spec_uri, functools.partial(self._size_memory, staging, spec=spec))
         except Exception as exc:
             report = self._read_report(staging, report_path)
             if report is None:
@@ -380,7 +407,7 @@ class SparkApplyOperator(OpenLineageFacets, SparkSubmitOperator):
         self._emit_asset_events(context, report, staging)
         return self._xcom(report)
 
-    def _size_memory(self, staging: Staging, master: str, spec: ApplySpec) -> None:
+    def _size_memory(self, staging: Staging, master: str, *, spec: ApplySpec) -> None:
         """Give Spark the memory the windows' largest staged row needs, or fail before submitting with
         :class:`~airflow_provider_mysql_cdc.errors.SparkMemoryTooSmallError` (see ``apply.memory``)."""
         from airflow_provider_mysql_cdc.apply.memory import MIB, plan_apply_memory

@@ -244,6 +244,14 @@ class Staging:
         """What one try of an apply task asks the Spark job to do (``apply.contract.ApplySpec``)."""
         return f"{self.pipeline}/apply-specs/{_apply_file_name(run_id, try_number)}"
 
+    def maintenance_report_path(self, run_id: str, try_number: int) -> str:
+        """The report of one try of a maintenance task (``apply.contract.MaintenanceReport``)."""
+        return f"{self.pipeline}/maintenance-reports/{_apply_file_name(run_id, try_number)}"
+
+    def maintenance_spec_path(self, run_id: str, try_number: int) -> str:
+        """What one try of a maintenance task asks the Spark job to do (``apply.contract.MaintenanceSpec``)."""
+        return f"{self.pipeline}/maintenance-specs/{_apply_file_name(run_id, try_number)}"
+
     @staticmethod
     def write_probe_path(directory: str) -> str:
         """A fresh name for the probe file :meth:`require_writable` writes in ``directory``."""

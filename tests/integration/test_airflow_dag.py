@@ -33,7 +33,7 @@ def test_example_dags_import_without_errors(airflow_home: Path) -> None:
 
     bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
     assert bag.import_errors == {}
-    assert {"mysql_cdc_example", "mysql_cdc_orders_report"} <= set(bag.dag_ids)
+    assert {"mysql_cdc_example", "mysql_cdc_orders_report", "mysql_cdc_maintained_example"} <= set(bag.dag_ids)
 
 
 def _run_example(

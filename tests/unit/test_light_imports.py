@@ -58,6 +58,11 @@ def test_the_heavy_packages_are_installed() -> None:
     ("dag_file", "dag_id", "provider_module"),
     [
         ("mysql_cdc_example.py", "mysql_cdc_example", "airflow_provider_mysql_cdc.pipeline"),
+        (
+            "mysql_cdc_maintained_example.py",
+            "mysql_cdc_maintained_example",
+            "airflow_provider_mysql_cdc.operators.maintenance",
+        ),
         ("mysql_cdc_downstream_example.py", "mysql_cdc_orders_report", "airflow_provider_mysql_cdc.operators.apply"),
     ],
 )
