@@ -133,6 +133,7 @@ def mysql_cdc_pipeline(
     retry_args: Mapping[str, Any] | None = DEFAULT_RETRY_ARGS,
     approve_rebuilds: bool = False,
     approval_kwargs: Mapping[str, Any] | None = None,
+    object_store_conn_id: str | None = None,
 ) -> MySqlCdcPipelineTasks:
     """Add one pipeline's tasks to the current DAG (inside ``TaskGroup(group_id)`` when given).
 
@@ -169,7 +170,17 @@ def mysql_cdc_pipeline(
     errors never retry. ``capture_kwargs`` and ``apply_kwargs`` go to the capture and apply operators
     (window caps such as ``max_rows``, ``history``, ``target_template``, retries...). The DAG must set
     ``render_template_as_native_obj=True`` when the defaults (param templates) are used.
+
+    ``object_store_conn_id`` names an Airflow ``aws`` connection for a ``staging_uri`` and ``warehouse`` on
+    S3 (``s3://``); the snapshot, capture and apply tasks use it (see :class:`SparkApplyOperator`; ``jars``
+    must then hold the S3A jars too). The sampled verify does not read S3 staging yet: pass
+    ``verify_sample_fraction=None`` with it.
     """
+    if object_store_conn_id and verify_sample_fraction is not None:
+        raise ConfigurationError(
+            "the sampled verify does not read staging on S3 yet: with object_store_conn_id, pass "
+            "verify_sample_fraction=None"
+        )
     retries = dict(retry_args or {})
     scope: contextlib.AbstractContextManager[Any] = TaskGroup(group_id) if group_id else contextlib.nullcontext()
     with scope:
@@ -213,6 +224,7 @@ def mysql_cdc_pipeline(
             schema_change_policy=schema_change_policy,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
+            object_store_conn_id=object_store_conn_id,
             trigger_rule="none_failed",  # runs after a soft-failed (skipped) headroom check
             **approved,  # the tables the approval step approved (its XCom), when there is one
             **retries,
@@ -225,6 +237,7 @@ def mysql_cdc_pipeline(
             tables=tables,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
+            object_store_conn_id=object_store_conn_id,
             max_active_tis_per_dagrun=max_parallel_chunks,
             map_index_template="{{ task.snapshot_chunk.chunk.database }}.{{ task.snapshot_chunk.chunk.table }}"
             " chunk {{ task.snapshot_chunk.chunk.chunk_no }}",
@@ -238,6 +251,7 @@ def mysql_cdc_pipeline(
             cutoff=cutoff,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
+            object_store_conn_id=object_store_conn_id,
             trigger_rule="none_failed",  # runs after a skipped (empty) snapshot; a failed chunk stops it
             **{**retries, **dict(capture_kwargs or {})},
         )
@@ -255,6 +269,7 @@ def mysql_cdc_pipeline(
             headroom_task_id=purge_headroom.task_id,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             schema_change_policy=schema_change_policy,
+            object_store_conn_id=object_store_conn_id,
             **{**retries, **dict(apply_kwargs or {})},
         )
         if approve_rebuild is None:
