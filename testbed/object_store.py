@@ -175,7 +175,9 @@ class LocalObjectStore:
     """One ``weed mini`` process with S3 (and its Iceberg REST catalog) on free ports of 127.0.0.1.
 
     ``directory`` holds ``data/``, ``weed.log``, ``weed.pid``, ``s3.json`` (the keys, mode 0600) and
-    ``address.json`` (the endpoints, without the secret key). Keys are random unless given.
+    ``address.json`` (the endpoints, without the secret key). Keys are random unless given. The Iceberg
+    REST catalog (``address.iceberg_rest_url``) takes OAuth2 client credentials ``access_key:secret_key``
+    and serves the S3 Tables bucket ``table_bucket`` as its warehouse.
     """
 
     def __init__(
@@ -185,9 +187,12 @@ class LocalObjectStore:
         bucket: str = "lake",
         access_key: str | None = None,
         secret_key: str | None = None,
+        table_bucket: str | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
         self.bucket = bucket
+        #: An S3 Tables bucket for the store's Iceberg REST catalog (its ``warehouse``); None: none.
+        self.table_bucket = table_bucket
         self.access_key = access_key or f"testbed{secrets.token_hex(6)}"
         self.secret_key = secret_key or secrets.token_urlsafe(24)
         self.ports: dict[str, int] = {}
@@ -260,6 +265,7 @@ class LocalObjectStore:
             "-master.telemetry=false",
             f"-s3.config={identity}",
             f"-bucket={self.bucket}",
+            *([f"-tableBucket={self.table_bucket}"] if self.table_bucket else []),
         ]
 
     def start(self) -> ObjectStoreAddress:
