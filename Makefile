@@ -102,8 +102,10 @@ test-lowest: venv-lowest
 test-unit: venv
 	$(PY) -m pytest tests/unit
 
+# STORAGE=s3: staging and the warehouse on a local SeaweedFS (testbed/object_store.py), through an aws connection.
+STORAGE ?= local
 demo: venv mysql-install jars
-	$(PY) scripts/demo.py
+	DEMO_STORAGE=$(STORAGE) $(PY) scripts/demo.py
 
 # The long reliability run: seeded random workloads through snapshot -> capture -> Spark apply, every
 # Iceberg table compared with a replica stopped at each window's upper GTID set, then SIGKILL crash
