@@ -38,7 +38,7 @@ from airflow_provider_mysql_cdc.apply.iceberg_session import (
 )
 from airflow_provider_mysql_cdc.apply.plan import tables_in_windows
 from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
-from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings
+from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings, is_s3_uri
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError
 from airflow_provider_mysql_cdc.staging import Staging, read_text_from_uri, write_text_to_uri
 
@@ -52,6 +52,17 @@ def spark_object_store(spark: SparkSession) -> ObjectStoreSettings | None:
     """The object store settings the job was given as S3A Spark properties (by ``SparkApplyOperator``'s
     properties file), for its own pyarrow reads and writes of staging; None without any."""
     return ObjectStoreSettings.from_spark_properties(lambda key: spark.conf.get(key, None))
+
+
+def submitted_object_store() -> ObjectStoreSettings | None:
+    """The S3A settings spark-submit gave this driver (its properties file), read before any session
+    exists (the driver's JVM already runs: no Spark context is started)."""
+    from pyspark import SparkConf, SparkContext
+
+    # Connects to spark-submit's JVM (SparkConf alone reads nothing before a context exists).
+    SparkContext._ensure_initialized()
+    conf = SparkConf()
+    return ObjectStoreSettings.from_spark_properties(conf.get)
 
 
 def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
@@ -127,16 +138,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    spec_uri = parse_args(sys.argv[1:] if argv is None else argv)
-    # The session comes first: a spec on S3 is read with the S3A settings the job was given.
-    spark = SparkSession.builder.getOrCreate()
-    object_store = spark_object_store(spark)
     try:
-        config = read_spec(spec_uri, object_store)
+        spec_uri = parse_args(sys.argv[1:] if argv is None else argv)
+        config = read_spec(spec_uri, submitted_object_store() if is_s3_uri(spec_uri) else None)
     except MySqlCdcError as exc:
-        spark.stop()
         log.error("%s", exc)
         return 2
+    spark = SparkSession.builder.appName(f"mysql-cdc-apply-{config.pipeline}").getOrCreate()
+    object_store = spark_object_store(spark)
     try:
         report = run_apply(spark, config)
     except Exception as exc:
