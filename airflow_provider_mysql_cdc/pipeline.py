@@ -138,6 +138,7 @@ def mysql_cdc_pipeline(
     approval_kwargs: Mapping[str, Any] | None = None,
     maintenance: timedelta | None = None,
     maintenance_kwargs: Mapping[str, Any] | None = None,
+    object_store_conn_id: str | None = None,
 ) -> MySqlCdcPipelineTasks:
     """Add one pipeline's tasks to the current DAG (inside ``TaskGroup(group_id)`` when given).
 
@@ -181,7 +182,22 @@ def mysql_cdc_pipeline(
     errors never retry. ``capture_kwargs`` and ``apply_kwargs`` go to the capture and apply operators
     (window caps such as ``max_rows``, ``history``, ``target_template``, retries...). The DAG must set
     ``render_template_as_native_obj=True`` when the defaults (param templates) are used.
+
+    ``object_store_conn_id`` names an Airflow ``aws`` connection for a ``staging_uri`` and ``warehouse`` on
+    S3 (``s3://``); the snapshot, capture and apply tasks use it (see :class:`SparkApplyOperator`; ``jars``
+    must then hold the S3A jars too). The sampled verify and the table maintenance do not read S3
+    staging yet: pass ``verify_sample_fraction=None`` and no ``maintenance`` with it.
     """
+    if object_store_conn_id and verify_sample_fraction is not None:
+        raise ConfigurationError(
+            "the sampled verify does not read staging on S3 yet: with object_store_conn_id, pass "
+            "verify_sample_fraction=None"
+        )
+    if object_store_conn_id and maintenance is not None:
+        raise ConfigurationError(
+            "the table maintenance does not read staging on S3 yet: with object_store_conn_id, pass no "
+            "maintenance (run Iceberg's maintenance procedures from a Spark job of your own meanwhile)"
+        )
     retries = dict(retry_args or {})
     scope: contextlib.AbstractContextManager[Any] = TaskGroup(group_id) if group_id else contextlib.nullcontext()
     with scope:
@@ -225,6 +241,7 @@ def mysql_cdc_pipeline(
             schema_change_policy=schema_change_policy,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
+            object_store_conn_id=object_store_conn_id,
             trigger_rule="none_failed",  # runs after a soft-failed (skipped) headroom check
             **approved,  # the tables the approval step approved (its XCom), when there is one
             **retries,
@@ -237,6 +254,7 @@ def mysql_cdc_pipeline(
             tables=tables,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
+            object_store_conn_id=object_store_conn_id,
             max_active_tis_per_dagrun=max_parallel_chunks,
             map_index_template="{{ task.snapshot_chunk.chunk.database }}.{{ task.snapshot_chunk.chunk.table }}"
             " chunk {{ task.snapshot_chunk.chunk.chunk_no }}",
@@ -250,6 +268,7 @@ def mysql_cdc_pipeline(
             cutoff=cutoff,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             metadata_conn_id=metadata_conn_id,
+            object_store_conn_id=object_store_conn_id,
             trigger_rule="none_failed",  # runs after a skipped (empty) snapshot; a failed chunk stops it
             **{**retries, **dict(capture_kwargs or {})},
         )
@@ -267,6 +286,7 @@ def mysql_cdc_pipeline(
             headroom_task_id=purge_headroom.task_id,
             mysql_cdc_conn_id=mysql_cdc_conn_id,
             schema_change_policy=schema_change_policy,
+            object_store_conn_id=object_store_conn_id,
             **{**retries, **dict(apply_kwargs or {})},
         )
         if approve_rebuild is None:

@@ -47,9 +47,11 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import iceberg_jars  # noqa: E402
 import pymysql  # noqa: E402
+import s3_jars  # noqa: E402
 from demo_data import DEMO_TABLES, Workload, load_sample_schema  # noqa: E402
 
 from testbed.mysql import CDC_PASSWORD_ENV, DEFAULT_CDC_PASSWORD, LocalMySQL, parse_server_url  # noqa: E402
+from testbed.object_store import LocalObjectStore, ObjectStoreAddress  # noqa: E402
 
 DAG_ID = "mysql_cdc_example"
 DEMO_PORT = int(os.environ.get("DEMO_MYSQL_PORT", "33306"))
@@ -61,6 +63,14 @@ RUNS = 3
 RUN_TIMEOUT_SECONDS = 30 * 60
 RESULT_MARKER = "DEMO-RESULT-JSON: "
 CDC_CONN_ENV = "AIRFLOW_CONN_MYSQL_CDC_DEFAULT"
+#: ``local`` (staging and warehouse under .airflow-home) or ``s3`` (on a local SeaweedFS, ``make demo STORAGE=s3``).
+STORAGE = os.environ.get("DEMO_STORAGE", "local")
+OBJECT_STORE_CONN_ID = "demo_object_store"
+OBJECT_STORE_CONN_ENV = f"AIRFLOW_CONN_{OBJECT_STORE_CONN_ID.upper()}"
+S3_STAGING, S3_WAREHOUSE = "s3://lake/mysql_cdc/staging", "s3://lake/mysql_cdc/warehouse"
+#: The object store's S3A settings for pyspark (``--properties-file``; they hold the secret key).
+S3_PROPERTIES = AIRFLOW_HOME / "object-store" / "spark-s3.properties"
+WAREHOUSE_PLACE = f"{S3_WAREHOUSE}, while the store runs" if STORAGE == "s3" else ".airflow-home/mysql_cdc/warehouse"
 
 
 def step(message: str) -> None:
@@ -214,14 +224,42 @@ def print_window(number: int, logical_date: str, seconds: float, log_path: Path,
 
 
 def spark_settings(jars: str) -> dict[str, str]:
-    """The Spark settings of a local session that reads the demo's warehouse as catalog ``lake``."""
+    """The Spark settings of a local session that reads the demo's warehouse as catalog ``lake`` (on S3:
+    without the store's keys, which :func:`object_store_properties` gives)."""
     return {
         "spark.jars": jars,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.lake.type": "hadoop",
-        "spark.sql.catalog.lake.warehouse": str(WAREHOUSE),
+        "spark.sql.catalog.lake.warehouse": S3_WAREHOUSE if STORAGE == "s3" else str(WAREHOUSE),
     }
+
+
+def object_store_properties(connection_json: str) -> dict[str, str]:
+    """The S3A Spark properties of the demo's object store connection (they hold its secret key)."""
+    from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings
+
+    conn = json.loads(connection_json)
+    extra = conn.get("extra") or {}
+    settings = ObjectStoreSettings(conn["login"], conn["password"], extra["endpoint_url"], extra["region_name"])
+    return settings.spark_properties()
+
+
+def start_object_store() -> tuple[LocalObjectStore, ObjectStoreAddress]:
+    """SeaweedFS on 127.0.0.1 with bucket ``lake``; its S3A properties written for pyspark (mode 0600)."""
+    store = LocalObjectStore(AIRFLOW_HOME / "object-store", bucket="lake")
+    address = store.start()
+    descriptor = os.open(S3_PROPERTIES, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        for key, value in object_store_properties(object_store_connection(address)).items():
+            out.write(f"{key}={value}\n")
+    return store, address
+
+
+def object_store_connection(address: ObjectStoreAddress) -> str:
+    """The store as an Airflow ``aws`` connection (the fields a user gives for AWS)."""
+    extra = {"endpoint_url": address.endpoint_url, "region_name": address.region}
+    return json.dumps({"conn_type": "aws", "login": address.access_key, "password": address.secret_key, "extra": extra})
 
 
 def verify_tables() -> int:
@@ -245,6 +283,8 @@ def verify_tables() -> int:
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
     }
+    if STORAGE == "s3":
+        settings.update(object_store_properties(os.environ[OBJECT_STORE_CONN_ENV]))
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -267,6 +307,7 @@ def pyspark_hint(jars: str) -> str:
             f"SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON={shlex.quote(sys.executable)} "
             f"{shlex.quote(str(VENV_BIN / 'pyspark'))} --master 'local[2]'",
             f"--jars {shlex.quote(jars)}",
+            *([f"--properties-file {shlex.quote(str(S3_PROPERTIES))}"] if STORAGE == "s3" else []),
             *options,
         ]
     )
@@ -293,8 +334,18 @@ def start_clean() -> None:
     AIRFLOW_HOME.mkdir()
 
 
-def demo_env(host: str, port: int, cdc_password: str, jars: str) -> dict[str, str]:
+def demo_env(
+    host: str, port: int, cdc_password: str, jars: str, object_store: ObjectStoreAddress | None
+) -> dict[str, str]:
+    on_s3: dict[str, str] = {}
+    if object_store is not None:
+        on_s3 = {
+            OBJECT_STORE_CONN_ENV: object_store_connection(object_store),
+            "MYSQL_CDC_OBJECT_STORE_CONN_ID": OBJECT_STORE_CONN_ID,
+            "DEMO_STORAGE": "s3",
+        }
     return {
+        **on_s3,
         **os.environ,
         "AIRFLOW_HOME": str(AIRFLOW_HOME),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
@@ -366,8 +417,11 @@ def run_windows(env: dict[str, str], workload: Workload) -> bool:
         step(f"run {number} of {RUNS}: airflow dags test {DAG_ID} {logical_date}")
         log_path = AIRFLOW_HOME / f"demo-run-{number}.log"
         run_started = time.monotonic()
+        on_s3 = (
+            ["--conf", json.dumps({"staging_uri": S3_STAGING, "warehouse": S3_WAREHOUSE})] if STORAGE == "s3" else []
+        )
         code = run_logged(
-            [str(VENV_BIN / "airflow"), "dags", "test", DAG_ID, logical_date],
+            [str(VENV_BIN / "airflow"), "dags", "test", DAG_ID, logical_date, *on_s3],
             env,
             log_path,
             timeout=RUN_TIMEOUT_SECONDS,
@@ -394,6 +448,16 @@ def final_check(env: dict[str, str]) -> bool:
     return True
 
 
+def jars_and_object_store() -> tuple[list[Path], LocalObjectStore | None, ObjectStoreAddress | None]:
+    """The jars Spark needs, and with ``STORAGE=s3`` the local S3 store, started."""
+    jar_files = list(iceberg_jars.ensure_jars(python=sys.executable))
+    if STORAGE != "s3":
+        return jar_files, None, None
+    step(f"starting a local S3 store (SeaweedFS): staging {S3_STAGING}, warehouse {S3_WAREHOUSE}")
+    store, address = start_object_store()
+    return [*jar_files, *s3_jars.ensure_s3_jars()], store, address
+
+
 def main() -> int:
     started = time.monotonic()
     step("starting clean: deleting .airflow-home (Airflow and CDC metadata, staging, Iceberg warehouse)")
@@ -401,6 +465,7 @@ def main() -> int:
     external = os.environ.get("MYSQL_CDC_EXTERNAL_URL")
     server: LocalMySQL | None = None
     workload: Workload | None = None
+    store: LocalObjectStore | None = None
     if external:
         step("using the MySQL server from MYSQL_CDC_EXTERNAL_URL")
         parts = parse_server_url(external)
@@ -434,8 +499,9 @@ def main() -> int:
             step(f"loading the sample schema 'demo' (MySQL {version}; VECTOR column: {'yes' if vector else 'no'})")
             counts = load_sample_schema(connection, vector, random.Random(42))
         print(", ".join(f"{table} {n} rows" for table, n in counts.items()))
-        jars = ",".join(str(jar) for jar in iceberg_jars.ensure_jars(python=sys.executable))
-        env = demo_env(host, port, cdc_password, jars)
+        jar_files, store, address = jars_and_object_store()
+        jars = ",".join(str(jar) for jar in jar_files)
+        env = demo_env(host, port, cdc_password, jars, address)
         if not prepare_airflow(env):
             return 1
         step("starting the background workload (inserts, updates, deletes, key changes on every demo table)")
@@ -443,13 +509,15 @@ def main() -> int:
         workload.start()
         if not run_windows(env, workload) or not final_check(env):
             return 1
-        step("query the Iceberg tables with pyspark (they stay in .airflow-home/mysql_cdc/warehouse)")
+        step(f"query the Iceberg tables with pyspark (they stay in {WAREHOUSE_PLACE})")
         print(pyspark_hint(jars))
         print(f"\ndemo: done in {time.monotonic() - started:.0f} s: {RUNS} windows applied, every table equal")
         return 0
     finally:
         if workload is not None:
             workload.stop()
+        if store is not None:
+            store.stop()
         if server is not None and os.environ.get("DEMO_KEEP_MYSQL") != "1":
             step("stopping the local MySQL instance 'demo' (DEMO_KEEP_MYSQL=1 keeps it running)")
             server.stop()

@@ -38,6 +38,7 @@ from airflow_provider_mysql_cdc.apply.iceberg_session import (
 )
 from airflow_provider_mysql_cdc.apply.plan import tables_in_windows
 from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
+from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings, is_s3_uri
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MySqlCdcError, TerminalCdcError
 from airflow_provider_mysql_cdc.staging import Staging, read_text_from_uri, write_text_to_uri
 
@@ -47,9 +48,27 @@ if TYPE_CHECKING:
 log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 
 
+def spark_object_store(spark: SparkSession) -> ObjectStoreSettings | None:
+    """The object store settings the job was given as S3A Spark properties (by ``SparkApplyOperator``'s
+    properties file), for its own pyarrow reads and writes of staging; None without any."""
+    return ObjectStoreSettings.from_spark_properties(lambda key: spark.conf.get(key, None))
+
+
+def submitted_object_store() -> ObjectStoreSettings | None:
+    """The S3A settings spark-submit gave this driver (its properties file), read before any session
+    exists (the driver's JVM already runs: no Spark context is started)."""
+    from pyspark import SparkConf, SparkContext
+
+    # Connects to spark-submit's JVM (SparkConf alone reads nothing before a context exists).
+    SparkContext._ensure_initialized()
+    conf = SparkConf()
+    return ObjectStoreSettings.from_spark_properties(conf.get)
+
+
 def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
     """Apply ``config``'s windows to every table they hold; returns the report (also written to
-    ``config.report_uri`` when set)."""
+    ``config.report_uri`` when set). Staging on S3 is read with the job's S3A settings
+    (:func:`spark_object_store`)."""
     if spark.conf.get(f"spark.sql.catalog.{config.catalog}", None) is None:
         raise ConfigurationError(
             f"Spark catalog {config.catalog!r} is not configured: set spark.sql.catalog.{config.catalog}="
@@ -57,7 +76,8 @@ def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
         )
     configure_catalog_cache(spark, config.catalog)
     require_reachable_catalog(spark, config.catalog)
-    staging = Staging(config.staging_uri, config.pipeline)
+    object_store = spark_object_store(spark)
+    staging = Staging(config.staging_uri, config.pipeline, object_store)
     manifests = []
     for window_id in config.window_ids:
         manifest = staging.read_window_manifest(window_id)
@@ -73,11 +93,11 @@ def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
         log.info("%s: %s %s", table_name, table.status, table.error or table.windows_applied)
     report = ApplyReport(config.pipeline, config.first_window, config.last_window, manifests[-1].upper, tables)
     if config.report_uri:
-        write_text_to_uri(config.report_uri, report.to_json())
+        write_text_to_uri(config.report_uri, report.to_json(), object_store)
     return report
 
 
-def _report_job_failure(config: ApplySpec, error: Exception) -> None:
+def _report_job_failure(config: ApplySpec, error: Exception, object_store: ObjectStoreSettings | None) -> None:
     """Write the report of a job that stopped before applying any table, so the operator can name the
     error and decide on retries by its class (``error_class``)."""
     if not config.report_uri:
@@ -93,14 +113,14 @@ def _report_job_failure(config: ApplySpec, error: Exception) -> None:
         error_class=type(error).__name__,
     )
     try:
-        write_text_to_uri(config.report_uri, report.to_json())
+        write_text_to_uri(config.report_uri, report.to_json(), object_store)
     except Exception:  # the original error matters more; the operator then reports the job's exit
         log.warning("could not write the failure report to %s", config.report_uri, exc_info=True)
 
 
-def read_spec(spec_uri: str) -> ApplySpec:
+def read_spec(spec_uri: str, object_store: ObjectStoreSettings | None = None) -> ApplySpec:
     """The :class:`ApplySpec` at a pyarrow filesystem URI (the job's ``--spec``)."""
-    text = read_text_from_uri(spec_uri)
+    text = read_text_from_uri(spec_uri, object_store)
     if text is None:
         raise ConfigurationError(f"there is no apply spec at {spec_uri}; give the job the URI the operator wrote")
     return ApplySpec.from_json(text, spec_uri)
@@ -119,15 +139,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = read_spec(parse_args(sys.argv[1:] if argv is None else argv))
+        spec_uri = parse_args(sys.argv[1:] if argv is None else argv)
+        config = read_spec(spec_uri, submitted_object_store() if is_s3_uri(spec_uri) else None)
     except MySqlCdcError as exc:
         log.error("%s", exc)
         return 2
     spark = SparkSession.builder.appName(f"mysql-cdc-apply-{config.pipeline}").getOrCreate()
+    object_store = spark_object_store(spark)
     try:
         report = run_apply(spark, config)
     except Exception as exc:
-        _report_job_failure(config, exc)
+        _report_job_failure(config, exc, object_store)
         if not isinstance(exc, MySqlCdcError):
             raise
         log.error("%s", exc)

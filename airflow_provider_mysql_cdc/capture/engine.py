@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 def capture_window(request: CaptureRequest, source: MySqlConnectionConfig, store: FrontierStore) -> CaptureResult:
     """Capture (or re-capture) the request's window and publish it; see the module docstring."""
     server = read_guarded_server(request, source, store)
-    staging = Staging(request.staging_uri, request.pipeline)
+    staging = Staging(request.staging_uri, request.pipeline, request.object_store)
     window = plan_window(request, store, source, staging, server)
     record_window_server(store, window, server)
     bound = window_bound(window, server)

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings
 from airflow_provider_mysql_cdc.core.windows import (
     CutoffRule,
     TableSelection,
@@ -40,6 +41,9 @@ class CaptureRequest:
     #: verify operator uses it to stage the changes between a target's frontier and the GTID set of its
     #: consistent read of the source; pipelines leave it None.
     upper_bound: GtidSet | None = None
+    #: How to reach the object store ``staging_uri`` is in (None: pyarrow's defaults; holds a secret key,
+    #: which its repr leaves out).
+    object_store: ObjectStoreSettings | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,7 @@ from airflow_provider_mysql_cdc.errors import (
     error_named,
 )
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.hooks.object_store import object_store_settings
 from airflow_provider_mysql_cdc.operators.lineage import (
     OpenLineageFacets,
     staged_columns,
@@ -49,6 +52,7 @@ from airflow_provider_mysql_cdc.operators.run_order import (
 from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 
 if TYPE_CHECKING:  # pyarrow is imported when the task runs, not when a DAG is parsed
+    from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings
     from airflow_provider_mysql_cdc.staging import Staging
 
 #: The spark-submit application (``spark_apps/apply_changes.py`` runs the same ``main``).
@@ -56,6 +60,42 @@ APPLY_APPLICATION = str(Path(__file__).resolve().parents[1] / "apply" / "spark_j
 #: Maven coordinates of the Iceberg runtime used when neither ``jars`` nor ``packages`` is given.
 ICEBERG_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+#: Maven coordinates of Hadoop's S3A connector (pyspark 3.5's Hadoop), added to the default packages for S3.
+HADOOP_AWS_PACKAGE = "org.apache.hadoop:hadoop-aws:3.3.4"
+
+
+def _properties_line(key: str, value: str) -> str:
+    """One line of a Java properties file (``key=value``, the value escaped as ``Properties.load`` reads it)."""
+    escaped = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return f"{key}={escaped}\n"
+
+
+def spark_defaults_path(environ: Mapping[str, str]) -> Path | None:
+    """The ``spark-defaults.conf`` spark-submit reads when given no properties file (``$SPARK_CONF_DIR``,
+    else ``$SPARK_HOME/conf``), when there is one."""
+    conf_dir = environ.get("SPARK_CONF_DIR") or (
+        str(Path(environ["SPARK_HOME"]) / "conf") if environ.get("SPARK_HOME") else ""
+    )
+    path = Path(conf_dir) / "spark-defaults.conf" if conf_dir else None
+    return path if path is not None and path.is_file() else None
+
+
+@contextlib.contextmanager
+def secret_properties_file(properties: Mapping[str, str], base: Path | None) -> Iterator[str]:
+    """A properties file for ``spark-submit --properties-file`` holding ``properties`` (the object store's
+    keys) after the lines of ``base`` (the user's properties file, or the ``spark-defaults.conf`` that
+    ``--properties-file`` replaces), readable by this user only and deleted afterwards. Its path may be
+    in argv; its contents never are."""
+    descriptor, path = tempfile.mkstemp(prefix="mysql-cdc-apply-", suffix=".properties")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            if base is not None:
+                out.write(base.read_text(encoding="utf-8").rstrip("\n") + "\n")
+            for key, value in properties.items():
+                out.write(_properties_line(key, value))
+        yield path
+    finally:
+        Path(path).unlink(missing_ok=True)
 
 
 def apply_spark_conf(catalog: str, warehouse: str | None, catalog_conf: Mapping[str, str] | None) -> dict[str, str]:
@@ -195,12 +235,20 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
         check_deploy_mode(self.pipeline, self.spark_conn_id, master, deploy_mode)
         return master
 
-    def submit_job(self, context: Context, spec_uri: str, before_submit: Callable[[str], None] | None = None) -> None:
+    def submit_job(
+        self,
+        context: Context,
+        spec_uri: str,
+        before_submit: Callable[[str], None] | None = None,
+        object_store: ObjectStoreSettings | None = None,
+    ) -> None:
         """spark-submit the application with ``--spec spec_uri``; ``before_submit(master)`` runs once the
-        master is known, before the hook is created (it may still change ``conf``)."""
+        master is known, before the hook is created (it may still change ``conf``). With ``object_store``
+        the job gets Hadoop's S3A settings, keys included, in a properties file only this user can read,
+        removed after the job (never in argv or the environment: :func:`secret_properties_file`)."""
         self.application_args = ["--spec", spec_uri]
         if not self.jars and not self.packages:
-            self.packages = ICEBERG_PACKAGE
+            self.packages = ICEBERG_PACKAGE + (f",{HADOOP_AWS_PACKAGE}" if object_store else "")
         master = self.supported_master()
         environment = job_environment(os.environ)
         if master.startswith("local"):
@@ -210,10 +258,18 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
             self.env_vars = None
         if before_submit is not None:
             before_submit(master)
-        self._hook = self._get_hook()
-        # With env_vars on a cluster master the hook still starts from the worker's environment.
-        self._hook.submit = functools.partial(self._hook.submit, env=environment)  # type: ignore[method-assign]
-        super().execute(context)
+        with contextlib.ExitStack() as cleanup:
+            if object_store is not None:
+                given = self.properties_file
+                cleanup.callback(setattr, self, "properties_file", given)
+                base = Path(given) if given else spark_defaults_path(environment)
+                self.properties_file = cleanup.enter_context(
+                    secret_properties_file(object_store.spark_properties(), base)
+                )
+            self._hook = self._get_hook()
+            # With env_vars on a cluster master the hook still starts from the worker's environment.
+            self._hook.submit = functools.partial(self._hook.submit, env=environment)  # type: ignore[method-assign]
+            super().execute(context)
 
 
 class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
@@ -254,6 +310,11 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         applied in order; see :mod:`airflow_provider_mysql_cdc.operators.run_order`), then fail naming it.
     :param asset_alias: name of the AssetAlias (an outlet of the task) through which an Asset event
         is emitted for every target table the run changed (:func:`iceberg_table_asset`); None: no events.
+    :param object_store_conn_id: an Airflow ``aws`` connection (login = access key id, password = secret access
+        key, extra ``endpoint_url``, ``region_name``) for staging and a warehouse on S3: the worker reads
+        staging with it, and the job gets it as Hadoop S3A properties (``s3://`` and ``s3a://``) in a
+        ``0600`` properties file, never in its argv or environment. The S3A jars must reach Spark
+        (``jars``, or ``packages``; the default packages add ``hadoop-aws``).
     :param mysql_cdc_conn_id: the pipeline's MySQL source connection; only its host and port are read, to
         name the source tables in the task's OpenLineage events (None: they are left out).
     :param openlineage_inject_parent_job_info: when OpenLineage is enabled, give the Spark job this task's
@@ -281,6 +342,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         "target_template",
         "schema_change_policy",
         "mysql_cdc_conn_id",
+        "object_store_conn_id",
     )
     ui_color = "#fde9c7"
 
@@ -311,6 +373,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         previous_run_wait: timedelta = DEFAULT_PREVIOUS_RUN_WAIT,
         mysql_cdc_conn_id: str | None = MySqlCdcHook.default_conn_name,
         openlineage_inject_parent_job_info: bool = True,
+        object_store_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         if kwargs.pop("openlineage_inject_transport_info", False):
@@ -351,6 +414,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         self.headroom_task_id = headroom_task_id
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.object_store_conn_id = object_store_conn_id
 
     def apply_spec(self, report_uri: str) -> ApplySpec:
         """What the job is asked to do, from the (rendered) arguments; no credential is part of it (the
@@ -385,13 +449,14 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         try_number = int(getattr(context.get("ti"), "try_number", 1) or 1)
         from airflow_provider_mysql_cdc.staging import Staging
 
-        staging = Staging(self.staging_uri, self.pipeline)
+        object_store = object_store_settings(self.object_store_conn_id)
+        staging = Staging(self.staging_uri, self.pipeline, object_store)
         report_path = staging.apply_report_path(run_id, try_number)
         self.report_uri = staging.uri_of(report_path)
         spec = self.apply_spec(self.report_uri)
         spec_uri = staging.write_text(staging.apply_spec_path(run_id, try_number), spec.to_json())
         try:
-            self.submit_job(context, spec_uri, functools.partial(self._size_memory, staging, spec=spec))
+            self.submit_job(context, spec_uri, functools.partial(self._size_memory, staging, spec=spec), object_store)
         except Exception as exc:
             report = self._read_report(staging, report_path)
             if report is None:

@@ -14,6 +14,7 @@ from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection, 
 from airflow_provider_mysql_cdc.errors import WindowOrderError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.hooks.object_store import object_store_settings
 from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets, staged_windows_uri
 from airflow_provider_mysql_cdc.operators.run_order import (
     DEFAULT_PREVIOUS_RUN_WAIT,
@@ -50,6 +51,8 @@ class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
 
     :param pipeline: pipeline name (one frontier, one window sequence).
     :param staging_uri: pyarrow filesystem URI of the staging root (local path, ``s3://``, ...).
+    :param object_store_conn_id: an Airflow ``aws`` connection for a ``staging_uri`` on S3 (login = access key
+        id, password = secret access key, extra ``endpoint_url`` and ``region_name``); None: pyarrow's defaults.
     :param tables: ``database.table`` glob patterns to include.
     :param exclude_tables: patterns to exclude.
     :param cutoff: ``data_interval`` (default) or ``catch_up``.
@@ -66,6 +69,7 @@ class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
     template_fields: Sequence[str] = (
         "pipeline",
         "staging_uri",
+        "object_store_conn_id",
         "tables",
         "exclude_tables",
         "cutoff",
@@ -90,9 +94,11 @@ class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
         max_bytes: int | None = None,
         max_transactions: int | None = None,
         previous_run_wait: timedelta = DEFAULT_PREVIOUS_RUN_WAIT,
+        object_store_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.object_store_conn_id = object_store_conn_id
         self.pipeline = pipeline
         self.staging_uri = staging_uri
         self.tables = tables
@@ -121,6 +127,7 @@ class MySqlBinlogCaptureOperator(OpenLineageFacets, BaseOperator):
             caps=self.caps,
             initial_frontier=GtidSet.parse(self.initial_frontier) if self.initial_frontier else None,
             replica_server_id=source.replica_server_id or DEFAULT_REPLICA_SERVER_ID,
+            object_store=object_store_settings(self.object_store_conn_id),
         )
         task = f"pipeline {self.pipeline!r} {self.task_id}"
         previous = wait_for_previous_run(previous_task_reader(context), self.log, task, self.previous_run_wait)

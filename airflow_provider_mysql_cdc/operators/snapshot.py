@@ -27,6 +27,7 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection, patterns
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
+from airflow_provider_mysql_cdc.hooks.object_store import object_store_settings
 from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets, staged_snapshots_uri
 from airflow_provider_mysql_cdc.snapshot.defaults import (
     DEFAULT_CHUNK_ROWS,
@@ -77,9 +78,11 @@ class _SnapshotOperatorBase(OpenLineageFacets, BaseOperator):
         key_columns: Mapping[str, Sequence[str]] | None = None,
         mysql_cdc_conn_id: str = MySqlCdcHook.default_conn_name,
         metadata_conn_id: str | None = None,
+        object_store_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.object_store_conn_id = object_store_conn_id
         self.pipeline = pipeline
         self.staging_uri = staging_uri
         self.tables = tables
@@ -95,6 +98,7 @@ class _SnapshotOperatorBase(OpenLineageFacets, BaseOperator):
             pipeline=self.pipeline,
             run_id=str(context["run_id"]),
             staging_uri=self.staging_uri,
+            object_store=object_store_settings(self.object_store_conn_id),
             tables=TableSelection.of(self.tables, self.exclude_tables),
             key_columns=_key_columns(self.key_columns),
             **settings,
@@ -117,6 +121,8 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
 
     :param pipeline: pipeline name (one frontier, one window sequence).
     :param staging_uri: pyarrow filesystem URI of the staging root (local path, ``s3://``, ...).
+    :param object_store_conn_id: an Airflow ``aws`` connection for a ``staging_uri`` on S3 (login = access key
+        id, password = secret access key, extra ``endpoint_url`` and ``region_name``); None: pyarrow's defaults.
     :param tables: ``database.table`` glob patterns to include.
     :param exclude_tables: patterns to exclude.
     :param resnapshot: ``database.table`` names or glob patterns to snapshot again; each must match a
@@ -139,6 +145,7 @@ class MySqlSnapshotPlanOperator(_SnapshotOperatorBase):
     template_fields: Sequence[str] = (
         "pipeline",
         "staging_uri",
+        "object_store_conn_id",
         "tables",
         "exclude_tables",
         "resnapshot",
@@ -211,6 +218,8 @@ class MySqlSnapshotOperator(_SnapshotOperatorBase):
     :param snapshot_chunk: one element of :class:`MySqlSnapshotPlanOperator`'s return value.
     :param pipeline: pipeline name (the plan's).
     :param staging_uri: pyarrow filesystem URI of the staging root (the plan's).
+    :param object_store_conn_id: an Airflow ``aws`` connection for a ``staging_uri`` on S3 (login = access key
+        id, password = secret access key, extra ``endpoint_url`` and ``region_name``); None: pyarrow's defaults.
     :param tables: ``database.table`` glob patterns (the plan's).
     :param exclude_tables: patterns to exclude (the plan's).
     :param key_columns: user-named key columns (the plan's).
@@ -225,6 +234,7 @@ class MySqlSnapshotOperator(_SnapshotOperatorBase):
     template_fields: Sequence[str] = (
         "pipeline",
         "staging_uri",
+        "object_store_conn_id",
         "tables",
         "exclude_tables",
         "key_columns",

@@ -171,7 +171,7 @@ def snapshot_chunk(
 ) -> ChunkResult:
     """Read, stage and finish one planned chunk (a finished chunk is verified and returned as is)."""
     snapshot, record = _record_for(store, request.pipeline, snapshot_id, chunk)
-    staging = Staging(request.staging_uri, request.pipeline)
+    staging = Staging(request.staging_uri, request.pipeline, request.object_store)
     if record.is_finished:
         log.info("chunk %s of %s is already finished; nothing to redo", chunk.chunk_no, record.table_name)
         result = _finished_result(staging, record)

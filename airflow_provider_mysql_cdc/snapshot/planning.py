@@ -230,7 +230,7 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
     earlier = store.snapshot_for_run(request.pipeline, request.run_id)
     unit = f"snapshot {earlier.snapshot_id if earlier else 'planning'} (run {request.run_id!r})"
     server = read_guarded_server(request.pipeline, unit, source, store, check_settings=True)
-    staging = Staging(request.staging_uri, request.pipeline)
+    staging = Staging(request.staging_uri, request.pipeline, request.object_store)
     with connection_to(source) as connection:
         start_snapshot_session(connection, source)
         snapshot = store.snapshot_for_run(request.pipeline, request.run_id)

@@ -13,6 +13,7 @@ import pymysql
 from airflow_provider_mysql_cdc.core.chunks import SnapshotChunk
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD, require_schema_change_policy
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.decoding.text_rows import SNAPSHOT_SESSION_STATEMENTS
@@ -64,6 +65,9 @@ class SnapshotRequest:
     #: already has a snapshot is snapshotted again only when named here; the others it would take (a
     #: pending rebuild, a ``resnapshot``) are held. None: no approval step, every one is taken.
     approved_rebuilds: tuple[str, ...] | None = None
+    #: How to reach the object store ``staging_uri`` is in (None: pyarrow's defaults; holds a secret key,
+    #: which its repr leaves out).
+    object_store: ObjectStoreSettings | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", self.pipeline):

@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings, is_s3_uri, s3_path
 from airflow_provider_mysql_cdc.core.staging import MANIFEST_NAME, SnapshotTableManifest, StagedFile, StagingManifest
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
@@ -51,13 +52,31 @@ ATTEMPTS_DIR_NAME = "_tmp"
 REGISTRATION_FILE_NAME = "_registration.json"
 
 
-def open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and root path of a URI (local path, ``file://``, ``s3://``, ...)."""
+def open_filesystem(uri: str, object_store: ObjectStoreSettings | None = None) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and root path of a URI (local path, ``file://``, ``s3://``, ...).
+
+    With ``object_store``, an ``s3://`` (or ``s3a://``) URI is opened with its keys, endpoint and region;
+    without, pyarrow's defaults apply (the AWS credential chain, or options in the URI's query).
+    """
     try:
+        if object_store is not None and is_s3_uri(uri):
+            return _s3_filesystem(object_store), s3_path(uri)
         filesystem, root = pafs.FileSystem.from_uri(uri)
     except (pa.ArrowInvalid, ValueError) as exc:
         raise ConfigurationError(f"staging URI {uri!r} is not usable: {exc}") from None
     return filesystem, root.rstrip("/")
+
+
+def _s3_filesystem(settings: ObjectStoreSettings) -> pafs.S3FileSystem:
+    """pyarrow's S3 filesystem on ``settings`` (buckets are never created: a missing one is an error)."""
+    options: dict[str, Any] = {"allow_bucket_creation": False, "allow_bucket_deletion": False}
+    if settings.access_key:
+        options.update(access_key=settings.access_key, secret_key=settings.secret_key)
+    if settings.endpoint_url:
+        options["endpoint_override"] = settings.endpoint_url
+    if settings.region:
+        options["region"] = settings.region
+    return pafs.S3FileSystem(**options)
 
 
 def new_attempt_token() -> str:
@@ -86,17 +105,17 @@ def _write_atomically(filesystem: pafs.FileSystem, final: str, text: str) -> Non
         raise StagingWriteError(f"cannot write {final}: {exc}") from None
 
 
-def write_text_to_uri(uri: str, text: str) -> None:
+def write_text_to_uri(uri: str, text: str, object_store: ObjectStoreSettings | None = None) -> None:
     """Write a small file atomically at any pyarrow filesystem URI (the apply job's report)."""
     directory, name = uri.rstrip("/").rsplit("/", 1)
-    filesystem, root = open_filesystem(directory)
+    filesystem, root = open_filesystem(directory, object_store)
     _write_atomically(filesystem, f"{root}/{name}", text)
 
 
-def read_text_from_uri(uri: str) -> str | None:
+def read_text_from_uri(uri: str, object_store: ObjectStoreSettings | None = None) -> str | None:
     """The text of a small file at any pyarrow filesystem URI (the apply job's spec), or None when there
     is no such file."""
-    filesystem, path = open_filesystem(uri)
+    filesystem, path = open_filesystem(uri, object_store)
     if filesystem.get_file_info(path).type != pafs.FileType.File:
         return None
     with filesystem.open_input_stream(path) as stream:
@@ -116,16 +135,19 @@ def spark_uri(uri: str) -> str:
 class Staging:
     """One pipeline's staging area under ``uri``: it names every staged path and does every staging IO.
 
-    The pyarrow filesystem is opened on first use and kept. Methods returning paths give them
+    The pyarrow filesystem is opened on first use (with ``object_store``'s keys and endpoint when the URI
+    is on S3) and kept. Methods returning paths give them
     relative to the staging root (see the module docstring); :meth:`uri_of`, :meth:`spark_path` and
     :meth:`path_of` turn them into a URI, the path Spark reads and the filesystem's own path.
     """
 
-    def __init__(self, uri: str, pipeline: str) -> None:
+    def __init__(self, uri: str, pipeline: str, object_store: ObjectStoreSettings | None = None) -> None:
         #: The staging URI as given (messages quote it so).
         self.uri = uri
         self._base = uri.rstrip("/")
         self.pipeline = pipeline
+        #: How to reach the object store the URI is in (None: pyarrow's defaults).
+        self.object_store = object_store
         self._opened: tuple[pafs.FileSystem, str] | None = None
 
     def __repr__(self) -> str:
@@ -135,7 +157,7 @@ class Staging:
 
     def _open(self) -> tuple[pafs.FileSystem, str]:
         if self._opened is None:
-            self._opened = open_filesystem(self.uri)
+            self._opened = open_filesystem(self.uri, self.object_store)
         return self._opened
 
     @property

@@ -32,7 +32,7 @@ import datetime as dt
 import decimal
 import struct
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -369,10 +369,17 @@ def _raw_rows(contents: IcebergContents, names: Sequence[str]) -> tuple[tuple[Ro
     return tuple(sorted(counted.items(), key=repr))
 
 
-def compare_table(server: MySqlTestServer, warehouse: Path, database: str, table: str) -> TableComparison:
-    """Compare ``database.table`` in MySQL with ``lake.database.table`` read by pyiceberg."""
+def compare_table(
+    server: MySqlTestServer,
+    warehouse: Path,
+    database: str,
+    table: str,
+    reader: Callable[[str, str], IcebergContents | None] | None = None,
+) -> TableComparison:
+    """Compare ``database.table`` in MySQL with ``lake.database.table`` read by pyiceberg (from the local
+    ``warehouse``, or by ``reader(database, table)``: a warehouse in an object store)."""
     columns = mysql_columns(server, database, table)
-    contents = read_iceberg_table(warehouse, database, table)
+    contents = read_iceberg_table(warehouse, database, table) if reader is None else reader(database, table)
     problems: list[str] = []
     if columns is None:  # dropped in MySQL: the target must be gone or empty
         if contents is None or not contents.rows:

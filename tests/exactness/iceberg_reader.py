@@ -9,6 +9,7 @@ is written after the metadata file, so it can lag by one commit).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ VERSION_HINT = "version-hint.text"
 class IcebergContents:
     """A target table's current snapshot as pyiceberg reads it (position deletes applied)."""
 
-    metadata_file: Path
+    #: A local path, or the URI of a table in an object store.
+    metadata_file: Path | str
     #: Column names of the current schema, in schema order.
     columns: tuple[str, ...]
     #: Every live row, as a dict of Python values (Arrow's ``to_pylist``).
@@ -51,12 +53,19 @@ def current_metadata_file(table_dir: Path) -> Path | None:
 
 def read_iceberg_table(warehouse: Path, database: str, table: str) -> IcebergContents | None:
     """The live rows of ``lake.{database}.{table}``, or None when the table does not exist."""
-    from pyiceberg.table import StaticTable
 
     metadata_file = current_metadata_file(table_directory(warehouse, database, table))
     if metadata_file is None:
         return None
-    static = StaticTable.from_metadata(str(metadata_file))
+    return read_iceberg_metadata(metadata_file)
+
+
+def read_iceberg_metadata(metadata_file: Path | str, properties: Mapping[str, str] | None = None) -> IcebergContents:
+    """The live rows of the table whose metadata file is ``metadata_file`` (a path, or a URI such as
+    ``s3://...`` read with pyiceberg's ``properties``: ``s3.endpoint``, keys)."""
+    from pyiceberg.table import StaticTable
+
+    static = StaticTable.from_metadata(str(metadata_file), dict(properties or {}))
     columns = tuple(field.name for field in static.schema().fields)
     snapshot = static.current_snapshot()
     summary: dict[str, str] = {}

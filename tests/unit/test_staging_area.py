@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
+from airflow_provider_mysql_cdc.core.object_store import ObjectStoreSettings
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
 from airflow_provider_mysql_cdc.errors import ConfigurationError, CorruptStagingError, StagingWriteError
@@ -56,9 +57,9 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = staging_area.open_filesystem
 
-    def counting(uri: str) -> tuple[pafs.FileSystem, str]:
+    def counting(uri: str, object_store: ObjectStoreSettings | None = None) -> tuple[pafs.FileSystem, str]:
         calls.append(uri)
-        return real(uri)
+        return real(uri, object_store)
 
     monkeypatch.setattr(staging_area, "open_filesystem", counting)
     return calls

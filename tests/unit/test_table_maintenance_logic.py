@@ -134,3 +134,14 @@ def test_the_factory_adds_maintenance_after_verify_only_when_asked() -> None:
     with DAG("no_verify", render_template_as_native_obj=True, **schedule) as dag:  # type: ignore[arg-type]
         mysql_cdc_pipeline(maintenance=timedelta(days=1), verify_sample_fraction=None)
     assert "maintenance" in dag.get_task("apply").downstream_task_ids
+
+
+def test_the_factory_refuses_maintenance_with_staging_on_s3_naming_the_way_out() -> None:
+    params = mysql_cdc_params(pipeline="shop", tables=["shop.*"], staging_uri="s3://lake/s", warehouse="s3://lake/w")
+    schedule = {"schedule": timedelta(hours=1), "start_date": datetime(2026, 1, 1), "params": params}
+    with DAG("on_s3", render_template_as_native_obj=True, **schedule):  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=r"maintenance does not read staging on S3.*pass no maintenance"):
+            mysql_cdc_pipeline(
+                object_store_conn_id="lake_s3", verify_sample_fraction=None, maintenance=timedelta(days=1)
+            )
+        assert mysql_cdc_pipeline(object_store_conn_id="lake_s3", verify_sample_fraction=None).maintenance is None
