@@ -65,8 +65,12 @@ lint: venv
 	$(VENV)/bin/lint-imports
 
 # pytest's exit 5 ("no tests collected") is turned into a failure: a run that tested nothing is red.
+# TEST_WORKERS pytest-xdist workers (one per core here), each with its own MySQL instances, Spark session
+# and Airflow home; a test module runs whole on one worker (--dist loadfile). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 test: venv mysql-install object-store-install jars lint
-	@rc=0; $(PY) -m pytest || rc=$$?; \
+	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The floors of pyproject.toml (constraints/constraints-lowest-3.11.txt) in a venv of their own, with
@@ -104,7 +108,7 @@ test-lowest: venv-lowest
 	$(VENV_LOWEST)/bin/python -m testbed.mysql install
 	$(VENV_LOWEST)/bin/python scripts/iceberg_jars.py --python $(VENV_LOWEST)/bin/python
 	@rc=0; MYSQL_CDC_TEST_INSTANCE_PREFIX=$${MYSQL_CDC_TEST_INSTANCE_PREFIX:-lowest} \
-		$(VENV_LOWEST)/bin/python -m pytest $(LOWEST_TESTS) || rc=$$?; \
+		$(VENV_LOWEST)/bin/python -m pytest $(PYTEST_WORKERS) $(LOWEST_TESTS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-lowest: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-unit: venv

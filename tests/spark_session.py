@@ -73,6 +73,9 @@ def iceberg_session(warehouse: Path, session_warehouse: Path) -> Iterator[SparkS
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
+            # A long-lived JVM: the default compilers and collector, not the short-lived-JVM options of the
+            # spark-defaults.conf tests/conftest.py writes.
+            .config("spark.driver.extraJavaOptions", "-XX:+UseG1GC")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.default.parallelism", "2")
             .config("spark.sql.session.timeZone", "UTC")
