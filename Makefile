@@ -11,14 +11,14 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-dag-parse constraints constraints-lowest clean
+.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-long test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-dag-parse constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
 	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | venv-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"
+	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -69,9 +69,15 @@ lint: venv
 # and Airflow home; a test module runs whole on one worker (--dist loadfile). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+# The tests marked `long` (scenarios of many runs through Airflow's services and REST API, several
+# Airflow homes, the catalogue through the example DAG: about 40 minutes of work) are `make test-long`'s.
 test: venv mysql-install object-store-install jars lint
-	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) || rc=$$?; \
+	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) -m "not long" || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+test-long: venv mysql-install object-store-install jars
+	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) -m long || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-long: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The floors of pyproject.toml (constraints/constraints-lowest-3.11.txt) in a venv of their own, with
 # MySQL and the jars installed into .cache as for `make test` (nothing here uses .venv). The tests: every

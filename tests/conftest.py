@@ -107,3 +107,36 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests.spark_session import iceberg_session
 
     yield from iceberg_session(tmp_path_factory.mktemp("iceberg-warehouse"), tmp_path_factory.mktemp("spark-warehouse"))
+
+
+#: The test modules that take minutes, longest first (from ``--durations``). They run before the others so
+#: that the workers of ``make test`` end together: pytest-xdist hands out whole modules in collection order.
+LONGEST_MODULES = (
+    "test_differential.py",
+    "test_backfills_through_the_api.py",
+    "test_catalogue_dag.py",
+    "test_airflow_dag.py",
+    "test_recovery_from_the_ui.py",
+    "test_two_airflow_homes.py",
+    "test_server_faults.py",
+    "test_crash.py",
+    "test_lineage.py",
+    "test_catalogue.py",
+    "test_apply.py",
+    "test_table_maintenance.py",
+    "test_big_values.py",
+    "test_catalogue_sessions.py",
+    "test_task_retries.py",
+    "test_bad_input.py",
+    "test_failover.py",
+    "test_secrets.py",
+    "test_object_store.py",
+    "test_verify_exact.py",
+    "test_spark_cluster.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the longest modules first (the order of tests within a module is kept)."""
+    rank = {name: position for position, name in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -27,7 +27,7 @@ from tests.exactness.scenario import fill
 from tests.integration.test_airflow_dag import _forget_earlier_runs, _run_example, _states
 from tests.mysql_servers import MySqlTestServer
 
-pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark, pytest.mark.long]
 
 DATABASE = "ex_dag_issue_18"
 PIPELINE = "ex_dag_issue_18"

@@ -326,6 +326,7 @@ def _assert_observability_metadata(
 
 @pytest.mark.mysql
 @pytest.mark.spark
+@pytest.mark.long
 def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipeline(
     airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
 ) -> None:

@@ -32,7 +32,7 @@ from tests.exactness.comparison import compare_table
 from tests.exactness.iceberg_reader import current_metadata_file, table_directory
 from tests.mysql_servers import MySqlTestServer, free_port
 
-pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark, pytest.mark.long]
 
 DAG_ID = "backfilled_cdc"
 DB = "bfill"

@@ -61,6 +61,7 @@ def _names(datasets: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 @pytest.mark.mysql
 @pytest.mark.spark
+@pytest.mark.long
 def test_the_example_dag_emits_datasets_column_lineage_and_the_spark_parent_run(
     airflow_home: Path, mysql_server: MySqlTestServer, tmp_path: Path
 ) -> None:

@@ -18,7 +18,7 @@ from tests.airflow_services import AirflowServices, airflow_services
 from tests.exactness.comparison import compare_table
 from tests.mysql_servers import MySqlTestServer, free_port
 
-pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark, pytest.mark.long]
 
 DAG_ID = "approval_cdc"
 DB = "appr"

@@ -20,7 +20,7 @@ import pytest
 from tests.exactness.comparison import compare_table
 from tests.mysql_servers import MySqlTestServer
 
-pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.mysql, pytest.mark.spark, pytest.mark.long]
 
 DAG_FILE = """
 import os
