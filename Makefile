@@ -66,9 +66,11 @@ lint: venv
 
 # pytest's exit 5 ("no tests collected") is turned into a failure: a run that tested nothing is red.
 # TEST_WORKERS pytest-xdist workers (one per core here), each with its own MySQL instances, Spark session
-# and Airflow home; a test module runs whole on one worker (--dist loadfile). TEST_WORKERS=0: one process.
+# and Airflow home; a test module runs whole on one worker (--dist loadfile), in the order of collection
+# (longest first: tests/conftest.py), not xdist's most-tests-first. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
-PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+# One process with MYSQL_CDC_EXTERNAL_URL: the workers would create the same databases on that one server.
+PYTEST_WORKERS = $(if $(or $(filter 0,$(TEST_WORKERS)),$(MYSQL_CDC_EXTERNAL_URL)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 # The tests marked `long` (scenarios of many runs through Airflow's services and REST API, several
 # Airflow homes, the catalogue through the example DAG: about 40 minutes of work) are `make test-long`'s.
 test: venv mysql-install object-store-install jars lint

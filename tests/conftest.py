@@ -110,7 +110,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 #: The test modules that take minutes, longest first (from ``--durations``). They run before the others so
-#: that the workers of ``make test`` end together: pytest-xdist hands out whole modules in collection order.
+#: that the workers of ``make test`` end together: with ``--dist loadfile --no-loadscope-reorder``
+#: pytest-xdist hands out whole modules in collection order (by default, modules with most tests first).
 LONGEST_MODULES = (
     "test_differential.py",
     "test_backfills_through_the_api.py",

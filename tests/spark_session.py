@@ -76,6 +76,9 @@ def iceberg_session(warehouse: Path, session_warehouse: Path) -> Iterator[SparkS
             # A long-lived JVM: the default compilers and collector, not the short-lived-JVM options of the
             # spark-defaults.conf tests/conftest.py writes.
             .config("spark.driver.extraJavaOptions", "-XX:+UseG1GC")
+            # Its catalogs cache every table a test touched (no expiry, as the apply's); with the default 1g
+            # the old generation was full after half a run and a later test spent most of its time in GC.
+            .config("spark.driver.memory", "3g")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.default.parallelism", "2")
             .config("spark.sql.session.timeZone", "UTC")
