@@ -15,7 +15,8 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
-	@echo "make test    - lint, then the whole test suite (starts its own MySQL servers and Spark)"
+	@echo "make test    - lint, then the test suite but the tests marked long (starts its own MySQL servers and Spark)"
+	@echo "make test-long - the long scenarios through Airflow's services and REST API (not run by CI)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
 	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-dag-parse | constraints | constraints-lowest | clean"

@@ -76,8 +76,8 @@ def iceberg_session(warehouse: Path, session_warehouse: Path) -> Iterator[SparkS
             # A long-lived JVM: the default compilers and collector, not the short-lived-JVM options of the
             # spark-defaults.conf tests/conftest.py writes.
             .config("spark.driver.extraJavaOptions", "-XX:+UseG1GC")
-            # Its catalogs cache every table a test touched (no expiry, as the apply's); with the default 1g
-            # the old generation was full after half a run and a later test spent most of its time in GC.
+            # With the default 1g its old generation was full (jstat) while the randomized differential ran
+            # late in a make test run, and the test spent its time in GC; that test alone fills 1.5g of 3g.
             .config("spark.driver.memory", "3g")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.default.parallelism", "2")
