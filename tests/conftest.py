@@ -28,13 +28,14 @@ AIRFLOW_TEST_HOME = REPO_ROOT / ".cache" / f"airflow-home-{INSTANCE_PREFIX}"
 #: maintenance jobs, the verify child, the Airflow services' tasks): no UI, two shuffle partitions, and
 #: only the JVM's quick compiler (a job of seconds spends a third less CPU without C2). spark-submit
 #: reads them from ``$SPARK_CONF_DIR/spark-defaults.conf``; the session fixture sets its own.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 TEST_SPARK_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,
+    "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
 }
 TEST_SPARK_CONF_DIR = REPO_ROOT / ".cache" / f"spark-conf-{INSTANCE_PREFIX}"
 TEST_SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)

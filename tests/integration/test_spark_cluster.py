@@ -32,6 +32,7 @@ from airflow_provider_mysql_cdc.operators.apply import (
     SparkApplyOperator,
 )
 from testbed.spark_cluster import StandaloneCluster, running_cluster
+from tests.conftest import SHORT_LIVED_JVM
 from tests.exactness.comparison import compare_table, describe_differences
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.mysql_servers import MySqlTestServer
@@ -40,7 +41,6 @@ from tests.spark_session import iceberg_jars
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
 SPARK_BIN = str(Path(sys.executable).parent)
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Small executors (one core each, two at most): other tests share this machine. 1 GiB each is what the
 #: operator's memory sizing asks of a cluster's executors for windows of ordinary rows (apply.memory), and
 #: what a worker offers.
