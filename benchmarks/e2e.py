@@ -40,6 +40,14 @@ What it measures, in one run, with Airflow on SQLite and Spark in local mode:
    the apply task is spark-submit, the JVM and the Spark session starting and stopping, and the
    operator's bookkeeping.
 
+6. **A run without a change** (after the checks below): a third ``airflow dags test`` process, no change
+   made since the timed run, so its window 3 holds no row of the table. Its apply task reads the
+   target's applied state from the Iceberg metadata and reports the table ``up_to_date`` without starting
+   Spark (``SparkApplyOperator``'s ``skip_spark_when_up_to_date``); the baseline, in the same run, is the
+   apply job of that same window through ``spark-submit`` (``local[2]``, the operator's catalog properties
+   and jars; its report must say ``up_to_date`` too), timed around the process. The
+   line ``idle window 3 (no change): ...`` gives both and their ratio.
+
 The benchmark fails (exit code 1) when: either run's ``airflow dags test`` exits non-zero or the run's
 state is not ``success`` or a task instance (other than the skipped snapshot of the second run) did
 not succeed (``airflow tasks test`` and friends exit 0 even when a task failed, so states are
@@ -49,7 +57,8 @@ and its published manifest's op counts must both be ``c``/``u``/``d`` = the mix,
 ``lake.bench.e2e_rows`` differs from the MySQL table, compared row by row by
 :func:`airflow_provider_mysql_cdc.apply.verify.compare_with_mysql` in a child process with its own
 local Spark session (hidden ``--phase verify``), or the MySQL row count is not what the load and the
-changes imply.
+changes imply; or the run without a change did not capture window 3 without a row, or its apply (or the
+baseline job) did not report the table ``up_to_date``.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-e2e``, prefixed with
 ``$MYSQL_CDC_TEST_INSTANCE_PREFIX-`` when that is set; see :mod:`testbed.mysql`)::
@@ -576,6 +585,46 @@ def check_tables(server: Server, env: Mapping[str, str], home: Path, jars: str, 
         raise BenchmarkError(f"{TARGET} differs from {TABLE} after the timed run")
 
 
+def check_idle_run(run: RunResult, window_id: int) -> None:
+    """The run without a change captured the next window, and its apply reported the table up to date."""
+    capture = run.xcoms.get("capture") or {}
+    table = ((run.xcoms.get("apply") or {}).get("tables") or {}).get(TABLE) or {}
+    if capture.get("window_id") != window_id or capture.get("rows_by_table") or table.get("status") != "up_to_date":
+        raise BenchmarkError(
+            f"the run without changes captured window {capture.get('window_id')} with rows "
+            f"{capture.get('rows_by_table')} and its apply reported {table.get('status')!r}; expected window "
+            f"{window_id}, no row, up_to_date"
+        )
+
+
+def idle_job_seconds(home: Path, env: Mapping[str, str], jars: str, window_id: int) -> float:
+    """Wall seconds of the apply job of ``window_id`` through spark-submit (``local[2]``, the operator's
+    catalog properties and jars), as the apply task ran it before it planned such runs without Spark;
+    checks that the job reports the table up to date."""
+    from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
+    from airflow_provider_mysql_cdc.operators.apply import APPLY_APPLICATION, apply_spark_conf
+
+    staging_uri = str(home / "mysql_cdc" / "staging")
+    report_path = home / "idle-job-report.json"
+    spec = ApplySpec.for_windows(PIPELINE, staging_uri, str(window_id), report_uri=str(report_path))
+    spec_path = home / "idle-job-spec.json"
+    spec_path.write_text(spec.to_json())
+    conf = apply_spark_conf(spec.catalog, str(home / "mysql_cdc" / "warehouse"), None)
+    argv = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--jars", jars]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    argv += [APPLY_APPLICATION, "--spec", str(spec_path)]
+    job_env = {**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    clock = time.monotonic()
+    code = run_logged(argv, job_env, home / "idle-job.log", RUN_TIMEOUT_SECONDS)
+    seconds = time.monotonic() - clock
+    report = ApplyReport.from_json(report_path.read_text(), str(report_path)) if report_path.is_file() else None
+    status = report.tables[TABLE].status if report and TABLE in report.tables else None
+    if code != 0 or status != "up_to_date":
+        raise BenchmarkError(f"the apply job of window {window_id} exited {code} with {TABLE} {status!r}")
+    return seconds
+
+
 # -- main --------------------------------------------------------------------------------------------
 
 
@@ -650,6 +699,17 @@ def benchmark(server: Server, options: Options) -> str:
             )
         check_tables(server, env, home, jars, options.rows + keys.inserted - keys.deleted)
         seconds_by_task = task_seconds(timed.tis, [task_id for task_id, _ in TASKS])
+
+        idle = dags_test(3, env, home, options.conf)
+        check_idle_run(idle, 3)
+        idle_apply = task_seconds(idle.tis, ["apply"])["apply"]
+        job_seconds = idle_job_seconds(home, env, jars, 3)
+        print(
+            f"idle window 3 (no change): run wall {idle.wall:.1f} s, apply task {idle_apply:.1f} s (planned from the "
+            f"Iceberg metadata, no Spark); the apply job for the same window through spark-submit {job_seconds:.1f} s "
+            f"(ratio {idle_apply / job_seconds:.3f})",
+            flush=True,
+        )
     return summary_line(options.changes, timed.wall, seconds_by_task)
 
 

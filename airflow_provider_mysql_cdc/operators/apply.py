@@ -123,6 +123,18 @@ def apply_spark_conf(catalog: str, warehouse: str | None, catalog_conf: Mapping[
     return conf
 
 
+def hadoop_warehouse(catalog: str, conf: Mapping[str, str]) -> str | None:
+    """The warehouse of ``catalog`` when the Spark properties make it Iceberg's Hadoop catalog (``type``
+    ``hadoop``, no ``catalog-impl``), else None."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    if conf.get(prefix) != "org.apache.iceberg.spark.SparkCatalog" or f"{prefix}.catalog-impl" in conf:
+        return None
+    if str(conf.get(f"{prefix}.type", "")).lower() != "hadoop":
+        return None
+    warehouse = conf.get(f"{prefix}.warehouse")
+    return str(warehouse) if warehouse else None
+
+
 #: Asset alias the apply task emits its target tables' Asset events through (see :func:`iceberg_table_asset`).
 DEFAULT_ASSET_ALIAS = "mysql_cdc_iceberg_tables"
 
@@ -321,6 +333,11 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         run as its OpenLineage parent (``spark.openlineage.parent*``/``rootParent*`` properties). The
         transport settings are never passed (they can hold an API key): configure the OpenLineage Spark
         listener's transport in the cluster's ``spark-defaults``.
+    :param skip_spark_when_up_to_date: with a Hadoop catalog, first read each target's applied state from
+        its Iceberg metadata files and plan the run as the job would; when every table already holds the
+        windows (a run without a change of any selected table), report that and do not start Spark. Anything
+        else, or metadata that cannot be read with certainty, is left to the job (see
+        :mod:`airflow_provider_mysql_cdc.apply.without_spark`). False: always submit the job.
 
     OpenLineage (when enabled): inputs are the pipeline's staged windows (and snapshots, when the run
     loaded one) and the MySQL tables of the run, outputs the Iceberg targets, each with column lineage
@@ -374,6 +391,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         mysql_cdc_conn_id: str | None = MySqlCdcHook.default_conn_name,
         openlineage_inject_parent_job_info: bool = True,
         object_store_conn_id: str | None = None,
+        skip_spark_when_up_to_date: bool = True,
         **kwargs: Any,
     ) -> None:
         if kwargs.pop("openlineage_inject_transport_info", False):
@@ -415,6 +433,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         self.mysql_cdc_conn_id = mysql_cdc_conn_id
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.object_store_conn_id = object_store_conn_id
+        self.skip_spark_when_up_to_date = skip_spark_when_up_to_date
 
     def apply_spec(self, report_uri: str) -> ApplySpec:
         """What the job is asked to do, from the (rendered) arguments; no credential is part of it (the
@@ -454,6 +473,17 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         report_path = staging.apply_report_path(run_id, try_number)
         self.report_uri = staging.uri_of(report_path)
         spec = self.apply_spec(self.report_uri)
+        if self.skip_spark_when_up_to_date and (report := self._report_without_spark(spec, staging, object_store)):
+            staging.write_text(report_path, report.to_json())
+            self.log.info(
+                "every table already holds windows %s..%s (read from their Iceberg metadata): Spark is not started",
+                report.first_window,
+                report.last_window,
+            )
+            self._log_report(report)
+            self._record_lineage(functools.partial(self._lineage, staging, report))
+            self._emit_asset_events(context, report, staging)
+            return self._xcom(report)
         spec_uri = staging.write_text(staging.apply_spec_path(run_id, try_number), spec.to_json())
         try:
             self.submit_job(context, spec_uri, functools.partial(self._size_memory, staging, spec=spec), object_store)
@@ -471,6 +501,29 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         self._record_lineage(functools.partial(self._lineage, staging, report))
         self._emit_asset_events(context, report, staging)
         return self._xcom(report)
+
+    def _report_without_spark(
+        self, spec: ApplySpec, staging: Staging, object_store: ObjectStoreSettings | None
+    ) -> ApplyReport | None:
+        """The job's report when no table of the windows has anything to apply, read from the targets'
+        Iceberg metadata (a Hadoop catalog only: :mod:`airflow_provider_mysql_cdc.apply.without_spark`);
+        None when the job must run, or when the metadata cannot be read with certainty."""
+        from airflow_provider_mysql_cdc.apply.without_spark import (
+            MetadataUnreadable,
+            read_hadoop_table,
+            report_without_spark,
+        )
+        from airflow_provider_mysql_cdc.staging.area import open_filesystem
+
+        warehouse = hadoop_warehouse(self.catalog, self.conf or {})
+        if warehouse is None:
+            return None
+        try:
+            filesystem, root = open_filesystem(warehouse, object_store)
+            return report_without_spark(spec, staging, functools.partial(read_hadoop_table, filesystem, root))
+        except (MetadataUnreadable, MySqlCdcError, OSError) as exc:
+            self.log.info("the targets' state is left to the Spark job (%s: %s)", type(exc).__name__, exc)
+            return None
 
     def _size_memory(self, staging: Staging, master: str, *, spec: ApplySpec) -> None:
         """Give Spark the memory the windows' largest staged row needs, or fail before submitting with

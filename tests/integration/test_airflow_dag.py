@@ -152,6 +152,21 @@ def test_example_dag_captures_and_applies_consecutive_windows(
     assert report["mode"] == "sampled" and report["tables"][0]["target_frontier"] == pushed["upper"]
     assert report["tables"][0]["problem"] == "" and report["tables"][0]["ranges_differing"] == []
 
+    # A run whose window changes no selected table: the apply reads the target's state from its Iceberg
+    # metadata and reports it without starting Spark (no job spec is written), as the job would.
+    third = _run_example(monkeypatch, mysql_server.airflow_conn_json(), ["dagcap.*"], **conf)
+    assert third.state == "success"
+    assert _xcom(third, "capture")["window_id"] == pushed["window_id"] + 1
+    idle = _xcom(third, "apply")
+    assert idle["tables"]["dagcap.t"]["status"] == "up_to_date" and idle["tables"]["dagcap.t"]["windows_applied"] == []
+    from airflow_provider_mysql_cdc.staging import Staging
+
+    staging = Staging(conf["staging_uri"], "dagcap")
+    assert staging.read_text(staging.apply_spec_path(third.run_id, 1)) is None
+    assert staging.read_text(staging.apply_report_path(third.run_id, 1)) is not None
+    assert staging.read_text(staging.apply_spec_path(second.run_id, 1)) is not None
+    assert _xcom(third, "verify")["tables"][0]["problem"] == ""
+
 
 @pytest.mark.mysql
 def test_example_dag_fails_on_a_misconfigured_server(

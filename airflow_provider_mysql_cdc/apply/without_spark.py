@@ -1,0 +1,196 @@
+"""A run of windows that changes no target table, planned without Spark.
+
+Most scheduled runs of a quiet pipeline capture a window with no change of any selected table. The
+apply job would then start spark-submit, a JVM and a Spark session (seconds to tens of seconds) only
+to find that every table already holds what the windows bring. :func:`report_without_spark` makes
+the same decision in the worker: it reads each target's applied state from the table's own Iceberg
+metadata (:func:`read_hadoop_table`, a Hadoop catalog's ``metadata/v<N>.metadata.json``) and runs
+the job's own planner (:func:`~airflow_provider_mysql_cdc.apply.plan.plan_table`) on it. Only when
+every table has no step (and no changelog step) is the run reported as the job would report it, every
+table ``up_to_date``; anything else, including anything this module cannot read or does not know
+(another catalog type, an unreadable or expired history, a table waiting for a rebuild, a gap), is
+left to the Spark job, which decides and reports as before. Skipping is therefore never a third way:
+the windows are in the tables already, or Spark applies them.
+
+No Spark, no Airflow import.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec, TableReport
+from airflow_provider_mysql_cdc.apply.plan import AppliedState, plan_table, tables_in_windows
+from airflow_provider_mysql_cdc.core.lineage import identifier_parts
+from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagingManifest
+from airflow_provider_mysql_cdc.errors import MySqlCdcError
+from airflow_provider_mysql_cdc.staging import Staging
+
+__all__ = [
+    "MetadataUnreadable",
+    "TargetTable",
+    "hadoop_table_location",
+    "read_hadoop_table",
+    "report_without_spark",
+]
+
+_VERSION_HINT = "version-hint.text"
+#: A metadata file's name in a Hadoop table's ``metadata`` folder: plain, or gzip (both namings).
+_METADATA_NAME = re.compile(r"v(\d+)(\.gz)?\.metadata\.json(\.gz)?")
+#: How many versions past the hint are probed (Iceberg's HadoopTableOperations reads on while the next exists).
+_MAX_VERSIONS_PAST_HINT = 1000
+
+
+class MetadataUnreadable(Exception):
+    """The table's metadata is not what this module reads with certainty: leave the run to Spark."""
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """What a target table holds, as its current Iceberg metadata records it."""
+
+    exists: bool
+    #: The newest applied state of its current history (None: no apply commit, or no table).
+    state: AppliedState | None = None
+
+
+def hadoop_table_location(warehouse_root: str, target: str) -> str:
+    """Where a Hadoop catalog keeps ``catalog.namespace...table``: ``{warehouse}/{namespace...}/{table}``
+    (Iceberg's ``HadoopCatalog.defaultWarehouseLocation``; names as written, no case folding)."""
+    parts = identifier_parts(target)
+    if len(parts) < 3 or any(not part or "/" in part for part in parts):
+        raise MetadataUnreadable(f"{target} is not a catalog.namespace.table name a Hadoop catalog keeps as a path")
+    return "/".join([warehouse_root.rstrip("/"), *parts[1:]])
+
+
+def _metadata_path(filesystem: pafs.FileSystem, folder: str, version: int) -> str | None:
+    """The metadata file of ``version`` (plain or gzip), or None when there is none."""
+    names = (f"v{version}.metadata.json", f"v{version}.gz.metadata.json", f"v{version}.metadata.json.gz")
+    infos = filesystem.get_file_info([f"{folder}/{name}" for name in names])
+    found = [info.path for info in infos if info.type == pafs.FileType.File]
+    if len(found) > 1:
+        raise MetadataUnreadable(f"{folder} holds version {version} more than once: {found}")
+    return found[0] if found else None
+
+
+def _current_version(filesystem: pafs.FileSystem, folder: str) -> int | None:
+    """The table's current metadata version as the Hadoop catalog finds it: the version hint, then
+    every next version that exists; without a hint, the highest version in the folder. None: no table."""
+    listing = filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    names = {info.base_name: info for info in listing if info.type == pafs.FileType.File}
+    versions = [int(match.group(1)) for name in names if (match := _METADATA_NAME.fullmatch(name))]
+    if not versions:
+        return None
+    version: int | None = None
+    if _VERSION_HINT in names:
+        with filesystem.open_input_stream(f"{folder}/{_VERSION_HINT}") as stream:
+            hint = bytes(stream.read()).decode("utf-8", "replace").strip()
+        version = int(hint) if hint.isdigit() else None
+    if version is None:
+        return max(versions)
+    for _ in range(_MAX_VERSIONS_PAST_HINT):
+        if _metadata_path(filesystem, folder, version + 1) is None:
+            return version
+        version += 1
+    raise MetadataUnreadable(f"{folder}: more than {_MAX_VERSIONS_PAST_HINT} versions past the version hint")
+
+
+def _applied_state(metadata: dict[str, Any], target: str) -> AppliedState | None:
+    """The newest CDC state of the current snapshot's history, read like the apply job reads it."""
+    current = metadata.get("current-snapshot-id")
+    if current is None or current == -1:
+        return None
+    snapshots = {snapshot["snapshot-id"]: snapshot for snapshot in metadata.get("snapshots", [])}
+    snapshot = snapshots.get(current)
+    while snapshot is not None:
+        summary = {str(key): str(value) for key, value in (snapshot.get("summary") or {}).items()}
+        try:
+            state = AppliedState.from_summary(summary, target)
+        except MySqlCdcError as exc:
+            raise MetadataUnreadable(str(exc)) from None
+        if state is not None:
+            return state
+        parent = snapshot.get("parent-snapshot-id")
+        if parent is None:
+            return None
+        snapshot = snapshots.get(parent)
+    raise MetadataUnreadable(f"{target}: its history reaches a snapshot its metadata does not list (expired)")
+
+
+def read_hadoop_table(filesystem: pafs.FileSystem, warehouse_root: str, target: str) -> TargetTable:
+    """What the Hadoop-catalog table ``target`` holds, from its newest metadata file; raises
+    :class:`MetadataUnreadable` when that cannot be told with certainty."""
+    folder = hadoop_table_location(warehouse_root, target) + "/metadata"
+    try:
+        version = _current_version(filesystem, folder)
+        if version is None:
+            return TargetTable(exists=False)
+        path = _metadata_path(filesystem, folder, version)
+        if path is None:
+            raise MetadataUnreadable(f"{folder}: version {version} of the version hint has no metadata file")
+        with filesystem.open_input_stream(path) as stream:
+            data = bytes(stream.read())
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        metadata = json.loads(data)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise MetadataUnreadable(f"{folder}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(metadata, dict):
+        raise MetadataUnreadable(f"{folder}: version {version} is not a JSON object")
+    return TargetTable(exists=True, state=_applied_state(metadata, target))
+
+
+def report_without_spark(
+    spec: ApplySpec, staging: Staging, read_target: Callable[[str], TargetTable]
+) -> ApplyReport | None:
+    """The apply job's report of ``spec`` when no table of its windows has anything to apply (every
+    table ``up_to_date``, its state as read by ``read_target(target)``); None when the job must run:
+    a window is not published, a table (or its changelog) has a step, waits for a rebuild, has no
+    applied state, or the planner stops it with an error (the job reports that error). Raises
+    :class:`MetadataUnreadable` when a target's metadata cannot be read with certainty."""
+    windows = spec.window_ids
+    manifests: dict[int, StagingManifest | None] = {window: staging.read_window_manifest(window) for window in windows}
+    published = [manifest for manifest in manifests.values() if manifest is not None]
+    if len(published) != len(windows):
+        return None
+    snapshots: dict[tuple[str, str], SnapshotTableManifest | None] = {}
+
+    def read_window(window_id: int) -> StagingManifest | None:
+        if window_id not in manifests:
+            manifests[window_id] = staging.read_window_manifest(window_id)
+        return manifests[window_id]
+
+    def read_snapshot(snapshot_id: str, table_name: str) -> SnapshotTableManifest | None:
+        if (snapshot_id, table_name) not in snapshots:
+            database, table = table_name.split(".", 1)
+            snapshots[snapshot_id, table_name] = staging.read_snapshot_table_manifest(snapshot_id, database, table)
+        return snapshots[snapshot_id, table_name]
+
+    tables: dict[str, TableReport] = {}
+    for table_name in tables_in_windows(published):
+        target = spec.target(table_name)
+        state = read_target(target).state
+        if state is None or state.rebuild_pending:
+            return None
+        try:
+            if plan_table(
+                table_name, spec.pipeline, state, windows, read_window, read_snapshot, spec.chunks_per_commit
+            ):
+                return None
+            if spec.keeps_history(table_name):
+                changelog = read_target(spec.target(table_name, spec.history_suffix)).state
+                if changelog is None or plan_table(
+                    table_name, spec.pipeline, changelog, windows, read_window, read_snapshot, load_snapshots=False
+                ):
+                    return None
+        except MySqlCdcError:
+            return None
+        tables[table_name] = TableReport(target=target, state=asdict(state))
+    return ApplyReport(spec.pipeline, spec.first_window, spec.last_window, published[-1].upper, tables)
