@@ -27,7 +27,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec, TableReport
@@ -133,18 +133,10 @@ def parse_args(argv: Sequence[str]) -> str:
     return str(parser.parse_args(list(argv)).spec)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """spark-submit entry point: 0 when every table is applied, 1 when any failed, 2 on bad input."""
-    from pyspark.sql import SparkSession
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        spec_uri = parse_args(sys.argv[1:] if argv is None else argv)
-        config = read_spec(spec_uri, submitted_object_store() if is_s3_uri(spec_uri) else None)
-    except MySqlCdcError as exc:
-        log.error("%s", exc)
-        return 2
-    spark = SparkSession.builder.appName(f"mysql-cdc-apply-{config.pipeline}").getOrCreate()
+def apply_in_session(spark: SparkSession, config: ApplySpec, say: Callable[[str], None] = print) -> int:
+    """Apply ``config`` in ``spark`` (not stopped), write its report and ``say`` what each table got:
+    0 when every table is applied, 1 when any failed, 2 when the job stopped before the tables with a
+    named error. Any other exception is raised, after the failure report is written."""
     object_store = spark_object_store(spark)
     try:
         report = run_apply(spark, config)
@@ -154,15 +146,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         log.error("%s", exc)
         return 2
+    summary = {"pipeline": report.pipeline, "first_window": report.first_window, "last_window": report.last_window}
+    say(json.dumps({"apply": {**summary, "upper": report.upper, "failed": report.failed}}, sort_keys=True))
+    for name, table in report.tables.items():
+        say(f"apply table={name} status={table.status} windows={table.windows_applied} rows={table.rows}")
+        if table.error:
+            say(f"apply table={name} error={table.error}")
+    return 1 if report.failed else 0
+
+
+def read_submitted_spec(spec_uri: str) -> ApplySpec:
+    """The spec at ``spec_uri``, read with the S3A settings spark-submit was given when it is on S3."""
+    return read_spec(spec_uri, submitted_object_store() if is_s3_uri(spec_uri) else None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: 0 when every table is applied, 1 when any failed, 2 on bad input."""
+    from pyspark.sql import SparkSession
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = read_submitted_spec(parse_args(sys.argv[1:] if argv is None else argv))
+    except MySqlCdcError as exc:
+        log.error("%s", exc)
+        return 2
+    spark = SparkSession.builder.appName(f"mysql-cdc-apply-{config.pipeline}").getOrCreate()
+    try:
+        return apply_in_session(spark, config)
     finally:
         spark.stop()
-    summary = {"pipeline": report.pipeline, "first_window": report.first_window, "last_window": report.last_window}
-    print(json.dumps({"apply": {**summary, "upper": report.upper, "failed": report.failed}}, sort_keys=True))
-    for name, table in report.tables.items():
-        print(f"apply table={name} status={table.status} windows={table.windows_applied} rows={table.rows}")
-        if table.error:
-            print(f"apply table={name} error={table.error}", file=sys.stderr)
-    return 1 if report.failed else 0
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, AssetAlias, BaseHook, Connection, Context
 
@@ -205,6 +207,19 @@ def check_deploy_mode(pipeline: str, conn_id: str, master: str, deploy_mode: str
         )
 
 
+@dataclass(frozen=True)
+class WarmSpark:
+    """Where warm Spark services live and how long one waits for the next apply."""
+
+    idle_timeout: timedelta
+    folder: str
+
+
+def default_warm_spark_folder() -> str:
+    """This user's folder of warm Spark services, under the temporary directory."""
+    return str(Path(tempfile.gettempdir()) / f"mysql-cdc-spark-{os.getuid()}")
+
+
 def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The worker's environment as spark-submit gets it: without Airflow's connections, variables and
     settings, and without ``MYSQL_PWD``."""
@@ -253,12 +268,15 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
         spec_uri: str,
         before_submit: Callable[[str], None] | None = None,
         object_store: ObjectStoreSettings | None = None,
+        warm: WarmSpark | None = None,
     ) -> None:
         """spark-submit the application with ``--spec spec_uri``; ``before_submit(master)`` runs once the
         master is known, before the hook is created (it may still change ``conf``). With ``object_store``
         the job gets Hadoop's S3A settings, keys included, in a properties file only this user can read,
-        removed after the job (never in argv or the environment: :func:`secret_properties_file`)."""
-        self.application_args = ["--spec", spec_uri]
+        removed after the job (never in argv or the environment: :func:`secret_properties_file`). With
+        ``warm``, the spec goes to a warm Spark service of the same command line instead
+        (:mod:`airflow_provider_mysql_cdc.apply.warm_service`), started when none listens."""
+        self.application_args = [] if warm else ["--spec", spec_uri]
         if not self.jars and not self.packages:
             self.packages = ICEBERG_PACKAGE + (f",{HADOOP_AWS_PACKAGE}" if object_store else "")
         master = self.supported_master()
@@ -278,10 +296,31 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
                 self.properties_file = cleanup.enter_context(
                     secret_properties_file(object_store.spark_properties(), base)
                 )
-            self._hook = self._get_hook()
+            self._hook = hook = self._get_hook()
+            if warm is not None:
+                self._run_warm(hook, warm, spec_uri, environment)
+                return
             # With env_vars on a cluster master the hook still starts from the worker's environment.
             self._hook.submit = functools.partial(self._hook.submit, env=environment)  # type: ignore[method-assign]
             super().execute(context)
+
+    def _run_warm(self, hook: SparkSubmitHook, warm: WarmSpark, spec_uri: str, environment: Mapping[str, str]) -> None:
+        """Run the spec in the warm service of the spark-submit command the hook would run."""
+        from airflow_provider_mysql_cdc.apply.warm_service import SERVICE_APPLICATION, WarmApplyClient
+
+        command = hook._build_spark_submit_command(SERVICE_APPLICATION)
+        if "--deploy-mode" in command and command[command.index("--deploy-mode") + 1] == "cluster":
+            raise ConfigurationError(
+                f"pipeline {self.pipeline!r}: a warm Spark service runs the driver on this worker, so it needs client "
+                f"deploy mode, not cluster (connection {self.spark_conn_id!r}); set warm_spark_idle_timeout=None"
+            )
+        client = WarmApplyClient(Path(warm.folder), command, environment, warm.idle_timeout.total_seconds())
+        code = client.run(spec_uri, self.log.info)
+        if code != 0:
+            raise TransientCdcError(
+                f"pipeline {self.pipeline!r}: the job for {spec_uri} exited with code {code} in the warm Spark "
+                f"service (its log: {client.paths.log})"
+            )
 
 
 class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
@@ -338,6 +377,15 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         windows (a run without a change of any selected table), report that and do not start Spark. Anything
         else, or metadata that cannot be read with certainty, is left to the job (see
         :mod:`airflow_provider_mysql_cdc.apply.without_spark`). False: always submit the job.
+    :param warm_spark_idle_timeout: keep the apply's Spark driver (its JVM and session) running between
+        runs: the first apply starts a warm service with the very spark-submit command line the job would
+        get, later applies with the same command line send it their spec over a private Unix socket and skip
+        Spark's start; the service stops by itself after this long without an apply, or after an error that
+        may have broken its session (:mod:`airflow_provider_mysql_cdc.apply.warm_service`). Only where the
+        driver runs on this worker (a local master, or client deploy mode). None (default): a spark-submit
+        per run.
+    :param warm_spark_folder: the private (``0700``) folder of the warm services' sockets, pid files and logs
+        (default: ``mysql-cdc-spark-<uid>`` in the temporary directory).
 
     OpenLineage (when enabled): inputs are the pipeline's staged windows (and snapshots, when the run
     loaded one) and the MySQL tables of the run, outputs the Iceberg targets, each with column lineage
@@ -392,6 +440,8 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         openlineage_inject_parent_job_info: bool = True,
         object_store_conn_id: str | None = None,
         skip_spark_when_up_to_date: bool = True,
+        warm_spark_idle_timeout: timedelta | None = None,
+        warm_spark_folder: str | None = None,
         **kwargs: Any,
     ) -> None:
         if kwargs.pop("openlineage_inject_transport_info", False):
@@ -434,6 +484,11 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.object_store_conn_id = object_store_conn_id
         self.skip_spark_when_up_to_date = skip_spark_when_up_to_date
+        self.warm_spark = (
+            WarmSpark(warm_spark_idle_timeout, warm_spark_folder or default_warm_spark_folder())
+            if warm_spark_idle_timeout
+            else None
+        )
 
     def apply_spec(self, report_uri: str) -> ApplySpec:
         """What the job is asked to do, from the (rendered) arguments; no credential is part of it (the
@@ -486,7 +541,13 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
             return self._xcom(report)
         spec_uri = staging.write_text(staging.apply_spec_path(run_id, try_number), spec.to_json())
         try:
-            self.submit_job(context, spec_uri, functools.partial(self._size_memory, staging, spec=spec), object_store)
+            self.submit_job(
+                context,
+                spec_uri,
+                functools.partial(self._size_memory, staging, spec=spec),
+                object_store,
+                self.warm_spark,
+            )
         except Exception as exc:
             report = self._read_report(staging, report_path)
             if report is None:
