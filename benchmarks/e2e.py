@@ -40,6 +40,12 @@ What it measures, in one run, with Airflow on SQLite and Spark in local mode:
    the apply task is spark-submit, the JVM and the Spark session starting and stopping, and the
    operator's bookkeeping.
 
+With ``--warm-spark SECONDS`` every run's environment sets ``MYSQL_CDC_WARM_SPARK_SECONDS`` (and
+``TMPDIR`` to a folder of the Airflow home, where the service's socket, pid file and log go): the
+first run's apply starts a warm Spark service (:mod:`airflow_provider_mysql_cdc.apply.warm_service`),
+the timed run's apply sends its spec to it, and the benchmark stops it at the end (``stopped warm Spark
+services [<pid>]``). The timed run's ``apply`` then has no spark-submit, JVM or session start in it.
+
 6. **A run without a change** (after the checks below): a third ``airflow dags test`` process, no change
    made since the timed run, so its window 3 holds no row of the table. Its apply task reads the
    target's applied state from the Iceberg metadata and reports the table ``up_to_date`` without starting
@@ -66,6 +72,8 @@ Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-e2e
     .venv/bin/python benchmarks/e2e.py
     .venv/bin/python benchmarks/e2e.py --rows 200000 --changes 100000 --workdir /tmp/e2e   # keep the files
     .venv/bin/python benchmarks/e2e.py --cutoff catch_up
+    .venv/bin/python benchmarks/e2e.py --warm-spark 600                     # the apply in a warm Spark driver
+    .venv/bin/python benchmarks/e2e.py --rows 10000 --changes 1000 --warm-spark 600
     .venv/bin/python benchmarks/e2e.py --mysql-url mysql://root:PASSWORD@127.0.0.1:3306
 
 ``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped and
@@ -635,6 +643,7 @@ class Options:
     seed: int
     workdir: Path | None
     cutoff: str | None = None
+    warm_spark: float = 0.0
 
     @property
     def conf(self) -> dict[str, Any]:
@@ -669,47 +678,63 @@ def benchmark(server: Server, options: Options) -> str:
     with work_directory(options.workdir) as home:
         print(f"airflow home: {home}", flush=True)
         env = airflow_env(home, server, jars)
-        if run_logged([str(VENV_BIN / "airflow"), "db", "migrate"], env, home / "db-migrate.log", 600) != 0:
-            raise BenchmarkError(f"airflow db migrate failed:\n{(home / 'db-migrate.log').read_text()[-3000:]}")
-        first = dags_test(1, env, home, options.conf)
-        check_first_run(first, options.rows)
+        if options.warm_spark:
+            # The example DAG's apply keeps a warm Spark service; its folder goes under this home (TMPDIR).
+            (home / "tmp").mkdir()
+            env.update({"MYSQL_CDC_WARM_SPARK_SECONDS": str(options.warm_spark), "TMPDIR": str(home / "tmp")})
+        try:
+            return timed_runs(server, options, home, env, jars)
+        finally:
+            if options.warm_spark:
+                from airflow_provider_mysql_cdc.apply.warm_service import stop_services
 
-        keys = Keys(TABLE, options.rows, random.Random(options.seed))
-        statements = change_statements(keys, options.changes)
-        random.Random(options.seed + 1).shuffle(statements)
-        started = time.perf_counter()
-        execute(server.admin, *statements)
-        expected = {op: n for op, n in mix(options.changes).items() if n}
+                for folder in (home / "tmp").glob("mysql-cdc-spark-*"):
+                    print(f"stopped warm Spark services {stop_services(folder)} of {folder}", flush=True)
+
+
+def timed_runs(server: Server, options: Options, home: Path, env: dict[str, str], jars: str) -> str:
+    """The migration, the first run, the changes, the timed run, the checks and the run without a change."""
+    if run_logged([str(VENV_BIN / "airflow"), "db", "migrate"], env, home / "db-migrate.log", 600) != 0:
+        raise BenchmarkError(f"airflow db migrate failed:\n{(home / 'db-migrate.log').read_text()[-3000:]}")
+    first = dags_test(1, env, home, options.conf)
+    check_first_run(first, options.rows)
+
+    keys = Keys(TABLE, options.rows, random.Random(options.seed))
+    statements = change_statements(keys, options.changes)
+    random.Random(options.seed + 1).shuffle(statements)
+    started = time.perf_counter()
+    execute(server.admin, *statements)
+    expected = {op: n for op, n in mix(options.changes).items() if n}
+    print(
+        f"changes={options.changes} mix={expected} statements={len(statements)} "
+        f"seconds={time.perf_counter() - started:.1f}",
+        flush=True,
+    )
+
+    timed = dags_test(2, env, home, options.conf)
+    check_window(timed, home, expected)
+    job = apply_job_seconds(home, timed.run_id or "")
+    apply_task = task_seconds(timed.tis, ["apply"])["apply"]
+    if job is not None:
         print(
-            f"changes={options.changes} mix={expected} statements={len(statements)} "
-            f"seconds={time.perf_counter() - started:.1f}",
+            f"apply task {apply_task:.1f} s: the job's own work on the table (staged files, state, MERGE, "
+            f"commit) {job:.1f} s, the rest {apply_task - job:.1f} s (spark-submit, the JVM and Spark session "
+            "starting and stopping, catalog check, manifests, report, the operator)",
             flush=True,
         )
+    check_tables(server, env, home, jars, options.rows + keys.inserted - keys.deleted)
+    seconds_by_task = task_seconds(timed.tis, [task_id for task_id, _ in TASKS])
 
-        timed = dags_test(2, env, home, options.conf)
-        check_window(timed, home, expected)
-        job = apply_job_seconds(home, timed.run_id or "")
-        apply_task = task_seconds(timed.tis, ["apply"])["apply"]
-        if job is not None:
-            print(
-                f"apply task {apply_task:.1f} s: the job's own work on the table (staged files, state, MERGE, "
-                f"commit) {job:.1f} s, the rest {apply_task - job:.1f} s (spark-submit, the JVM and Spark session "
-                "starting and stopping, catalog check, manifests, report, the operator)",
-                flush=True,
-            )
-        check_tables(server, env, home, jars, options.rows + keys.inserted - keys.deleted)
-        seconds_by_task = task_seconds(timed.tis, [task_id for task_id, _ in TASKS])
-
-        idle = dags_test(3, env, home, options.conf)
-        check_idle_run(idle, 3)
-        idle_apply = task_seconds(idle.tis, ["apply"])["apply"]
-        job_seconds = idle_job_seconds(home, env, jars, 3)
-        print(
-            f"idle window 3 (no change): run wall {idle.wall:.1f} s, apply task {idle_apply:.1f} s (planned from the "
-            f"Iceberg metadata, no Spark); the apply job for the same window through spark-submit {job_seconds:.1f} s "
-            f"(ratio {idle_apply / job_seconds:.3f})",
-            flush=True,
-        )
+    idle = dags_test(3, env, home, options.conf)
+    check_idle_run(idle, 3)
+    idle_apply = task_seconds(idle.tis, ["apply"])["apply"]
+    job_seconds = idle_job_seconds(home, env, jars, 3)
+    print(
+        f"idle window 3 (no change): run wall {idle.wall:.1f} s, apply task {idle_apply:.1f} s (planned from the "
+        f"Iceberg metadata, no Spark); the apply job for the same window through spark-submit {job_seconds:.1f} s "
+        f"(ratio {idle_apply / job_seconds:.3f})",
+        flush=True,
+    )
     return summary_line(options.changes, timed.wall, seconds_by_task)
 
 
@@ -736,6 +761,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("data_interval", "catch_up"),
         help="the runs' cut-off param (default: the DAG's, data_interval)",
     )
+    parser.add_argument(
+        "--warm-spark",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep the apply's Spark driver warm between runs (MYSQL_CDC_WARM_SPARK_SECONDS of the example DAG)",
+    )
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phase:
@@ -744,7 +776,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rows must be positive and --changes at least 5 (the mix needs every kind)")
     if round(args.changes * 0.8) > args.rows // 2:
         parser.error("--rows must be at least 1.6 x --changes (updated and deleted keys are distinct loaded ids)")
-    options = Options(rows=args.rows, changes=args.changes, seed=args.seed, workdir=args.workdir, cutoff=args.cutoff)
+    options = Options(
+        rows=args.rows,
+        changes=args.changes,
+        seed=args.seed,
+        workdir=args.workdir,
+        cutoff=args.cutoff,
+        warm_spark=args.warm_spark,
+    )
     server_context = (
         existing_server(args.mysql_url, DATABASE)
         if args.mysql_url

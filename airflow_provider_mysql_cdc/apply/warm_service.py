@@ -181,7 +181,7 @@ class WarmApplyClient:
         self.paths.socket.unlink(missing_ok=True)  # a service that died without cleaning up
         argv = [*self.command, "--socket", str(self.paths.socket), "--idle-seconds", str(self.idle_seconds)]
         started = time.monotonic()
-        with self.paths.log.open("ab") as output:
+        with self.paths.log.open("wb") as output:  # the current service's log only
             os.chmod(self.paths.log, 0o600)
             process = subprocess.Popen(
                 argv,

@@ -315,7 +315,10 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
                 f"deploy mode, not cluster (connection {self.spark_conn_id!r}); set warm_spark_idle_timeout=None"
             )
         client = WarmApplyClient(Path(warm.folder), command, environment, warm.idle_timeout.total_seconds())
-        code = client.run(spec_uri, self.log.info)
+        try:
+            code = client.run(spec_uri, self.log.info)
+        except MySqlCdcError as exc:
+            raise type(exc)(f"pipeline {self.pipeline!r}: {exc}") from exc
         if code != 0:
             raise TransientCdcError(
                 f"pipeline {self.pipeline!r}: the job for {spec_uri} exited with code {code} in the warm Spark "

@@ -96,6 +96,21 @@ def s3_table_reader(address: ObjectStoreAddress, warehouse: str) -> Any:
     return read
 
 
+def _example_dag_environment(
+    monkeypatch: pytest.MonkeyPatch, mysql_server: MySqlTestServer, object_store: ObjectStoreAddress
+) -> None:
+    """The connections (MySQL, Spark local, the object store) and jars of the example DAG on S3."""
+    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_CDC_DEFAULT", mysql_server.airflow_conn_json())
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv(f"AIRFLOW_CONN_{OBJECT_STORE_CONN_ID.upper()}", aws_connection_json(object_store))
+    monkeypatch.setenv("MYSQL_CDC_OBJECT_STORE_CONN_ID", OBJECT_STORE_CONN_ID)
+    monkeypatch.setenv("MYSQL_CDC_ICEBERG_JARS", ",".join(str(jar) for jar in [*iceberg_jars(), *s3_jars()]))
+
+
+def _names(filesystem: pafs.FileSystem, folder: str) -> list[str]:
+    return [info.base_name for info in filesystem.get_file_info(pafs.FileSelector(folder))]
+
+
 def test_the_store_refuses_a_wrong_secret_key(object_store: ObjectStoreAddress) -> None:
     wrong = pafs.S3FileSystem(
         access_key=object_store.access_key,
@@ -125,11 +140,7 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
         f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(10,2))",
         f"INSERT INTO {database}.t VALUES (1, 'a', 1.50), (2, 'b', NULL), (3, 'c', -2.25)",
     )
-    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_CDC_DEFAULT", mysql_server.airflow_conn_json())
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    monkeypatch.setenv(f"AIRFLOW_CONN_{OBJECT_STORE_CONN_ID.upper()}", aws_connection_json(object_store))
-    monkeypatch.setenv("MYSQL_CDC_OBJECT_STORE_CONN_ID", OBJECT_STORE_CONN_ID)
-    monkeypatch.setenv("MYSQL_CDC_ICEBERG_JARS", ",".join(str(jar) for jar in [*iceberg_jars(), *s3_jars()]))
+    _example_dag_environment(monkeypatch, mysql_server, object_store)
     dag = DagBag(dag_folder=str(REPO_ROOT / "dags")).get_dag("mysql_cdc_example")
     assert dag is not None
     conf = {"tables": [f"{database}.*"], "pipeline": database, "staging_uri": staging_uri, "warehouse": warehouse}
@@ -151,6 +162,9 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
         second = dag.test(run_conf=conf)  # a window of three changes
         assert second.state == "success", _states(second)
         captured, applied = _xcom(second, "capture"), _xcom(second, "apply")["tables"][f"{database}.t"]
+        third = dag.test(run_conf=conf)  # no change: the table's state is read from its metadata on S3
+        assert third.state == "success", _states(third)
+        idle = _xcom(third, "apply")["tables"][f"{database}.t"]
     finally:
         watch.stop.set()
         thread.join(timeout=10)
@@ -166,6 +180,10 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     comparison = compare_table(mysql_server, Path(), database, "t", reader=s3_table_reader(object_store, warehouse))
     assert comparison.equal, describe_differences([comparison])
     assert comparison.iceberg_rows == 3
+    # The run without a change: reported from the Hadoop catalog's metadata files on S3, no job spec written.
+    assert idle["status"] == "up_to_date" and idle["windows_applied"] == [], idle
+    staging_folder = f"lake/{prefix}/staging/{database}"
+    assert [len(_names(filesystem, f"{staging_folder}/{kind}")) for kind in ("apply-specs", "apply-reports")] == [2, 3]
 
     # The apply ran as spark-submit and its processes were seen; the secret key is in no argv or environment.
     assert watch.argvs and any("--properties-file" in argv for argv in watch.argvs), watch.argvs

@@ -26,6 +26,7 @@ from airflow_provider_mysql_cdc.apply.warm_service import (
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.operators.apply import apply_spark_conf
+from testbed.mysql.process import process_alive
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.integration.test_apply import CUSTOMER_COLUMNS, _check, _create_shop, config
 from tests.mysql_servers import MySqlTestServer
@@ -69,14 +70,6 @@ def _applied(report: Path, window: int) -> ApplyReport:
 
 def _pid(client: WarmApplyClient) -> int:
     return int(client.paths.pid.read_text())
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _compare(spark: SparkSession, server: MySqlTestServer) -> None:
@@ -127,12 +120,12 @@ def test_a_warm_service_applies_window_after_window_and_stops_cleanly(
 
     # A spec that is not there is bad input (exit 2); the service goes on.
     assert client.run(str(tmp_path / "nowhere.json"), lambda _: None) == 2
-    assert _alive(first_pid) and _pid(client) == first_pid
+    assert process_alive(first_pid) and _pid(client) == first_pid
 
     # A killed service is replaced by the next apply, which applies the window exactly.
     os.kill(first_pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while _alive(first_pid) and time.monotonic() < deadline:
+    while process_alive(first_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     mysql_server.execute(
         f"UPDATE {DB}.customers SET name = 'w3' WHERE id = 900", f"DELETE FROM {DB}.customers WHERE id = 1"
@@ -144,7 +137,7 @@ def test_a_warm_service_applies_window_after_window_and_stops_cleanly(
 
     # Stopped on request: the process exits and leaves neither socket nor pid file.
     assert stop_services(folder) == [second_pid]
-    assert not _alive(second_pid)
+    assert not process_alive(second_pid)
     assert not client.paths.socket.exists() and not client.paths.pid.exists()
 
     # Stopped by itself after its idle time (a re-run of window 3: up to date, nothing applied).
@@ -154,9 +147,9 @@ def test_a_warm_service_applies_window_after_window_and_stops_cleanly(
     assert _applied(report, 3).tables[f"{DB}.customers"].status == "up_to_date"
     third_pid = _pid(idle)
     deadline = time.monotonic() + 120
-    while _alive(third_pid) and time.monotonic() < deadline:
+    while process_alive(third_pid) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not _alive(third_pid)
+    assert not process_alive(third_pid)
     assert not idle.paths.socket.exists() and not idle.paths.pid.exists()
 
 
