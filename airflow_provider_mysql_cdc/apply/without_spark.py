@@ -144,7 +144,10 @@ def read_hadoop_table(filesystem: pafs.FileSystem, warehouse_root: str, target: 
         raise MetadataUnreadable(f"{folder}: {type(exc).__name__}: {exc}") from None
     if not isinstance(metadata, dict):
         raise MetadataUnreadable(f"{folder}: version {version} is not a JSON object")
-    return TargetTable(exists=True, state=_applied_state(metadata, target))
+    try:
+        return TargetTable(exists=True, state=_applied_state(metadata, target))
+    except (KeyError, TypeError, AttributeError) as exc:  # not laid out as Iceberg's table metadata
+        raise MetadataUnreadable(f"{folder}: version {version}: {type(exc).__name__}: {exc}") from None
 
 
 def report_without_spark(

@@ -107,6 +107,9 @@ def test_an_expired_apply_commit_or_a_broken_hint_is_left_to_the_job(tmp_path: P
     )
     with pytest.raises(MetadataUnreadable, match="unreadable"):
         _read(tmp_path)
+    _write(folder, "v6.metadata.json", {"current-snapshot-id": 1, "snapshots": [{"summary": {}}]})
+    with pytest.raises(MetadataUnreadable, match="KeyError"):
+        _read(tmp_path)
 
 
 def test_only_a_hadoop_catalog_is_read_without_spark() -> None:
