@@ -20,11 +20,9 @@ from airflow_provider_mysql_cdc.apply.contract import ApplyReport
 from airflow_provider_mysql_cdc.apply.warm_service import (
     SERVICE_APPLICATION,
     WarmApplyClient,
-    private_folder,
     stop_services,
 )
 from airflow_provider_mysql_cdc.core.windows import TableSelection
-from airflow_provider_mysql_cdc.errors import ConfigurationError
 from airflow_provider_mysql_cdc.operators.apply import apply_spark_conf
 from testbed.mysql.process import process_alive
 from tests.integration.snapshot_pipeline import SnapshotPipeline
@@ -151,12 +149,3 @@ def test_a_warm_service_applies_window_after_window_and_stops_cleanly(
         time.sleep(0.5)
     assert not process_alive(third_pid)
     assert not idle.paths.socket.exists() and not idle.paths.pid.exists()
-
-
-def test_the_service_folder_must_be_private(tmp_path: Path) -> None:
-    shared = tmp_path / "shared"
-    shared.mkdir(mode=0o755)
-    shared.chmod(0o755)
-    with pytest.raises(ConfigurationError, match="private"):
-        private_folder(shared)
-    assert stat.S_IMODE(private_folder(tmp_path / "new").stat().st_mode) == 0o700

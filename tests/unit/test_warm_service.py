@@ -1,0 +1,44 @@
+"""The warm Spark service's pure parts: which command lines share a service, and the private folder
+(the service itself runs in tests/integration/test_warm_apply.py)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_mysql_cdc.apply.warm_service import SERVICE_APPLICATION, private_folder, service_key
+from airflow_provider_mysql_cdc.errors import ConfigurationError
+
+PYTHON = {"PYSPARK_PYTHON": "/venv/bin/python", "PYSPARK_DRIVER_PYTHON": "/venv/bin/python"}
+
+
+def _command(properties: Path, *conf: str) -> list[str]:
+    return ["spark-submit", "--master", "local[2]", *conf, "--properties-file", str(properties), SERVICE_APPLICATION]
+
+
+def test_a_properties_file_counts_by_its_content_not_its_temporary_path(tmp_path: Path) -> None:
+    first, second, other = tmp_path / "a.properties", tmp_path / "b.properties", tmp_path / "c.properties"
+    first.write_text("spark.hadoop.fs.s3a.secret.key=one\n")
+    second.write_text("spark.hadoop.fs.s3a.secret.key=one\n")
+    other.write_text("spark.hadoop.fs.s3a.secret.key=two\n")
+    assert service_key(_command(first), PYTHON) == service_key(_command(second), PYTHON)
+    assert service_key(_command(first), PYTHON) != service_key(_command(other), PYTHON)
+
+
+def test_another_setting_or_python_is_another_service(tmp_path: Path) -> None:
+    properties = tmp_path / "p.properties"
+    properties.write_text("")
+    base = service_key(_command(properties), PYTHON)
+    assert service_key(_command(properties, "--driver-memory", "4g"), PYTHON) != base
+    assert service_key(_command(properties), {**PYTHON, "PYSPARK_PYTHON": "/other/python"}) != base
+
+
+def test_the_service_folder_must_be_private(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    with pytest.raises(ConfigurationError, match="private"):
+        private_folder(shared)
+    assert stat.S_IMODE(private_folder(tmp_path / "new").stat().st_mode) == 0o700
