@@ -295,7 +295,15 @@ def _serve_request(spark: SparkSession, request: dict[str, Any], send: Callable[
         package.removeHandler(handler)
 
 
-def _requests(listener: socket.socket, socket_path: Path, idle_seconds: float) -> Iterator[socket.socket]:
+def _unlink_own(socket_path: Path, bound: int) -> None:
+    """Remove the socket file if it is still the one this service bound (a newer service may have taken
+    the name after a client found this one unreachable)."""
+    with contextlib.suppress(OSError):
+        if socket_path.stat().st_ino == bound:
+            socket_path.unlink()
+
+
+def _requests(listener: socket.socket, socket_path: Path, bound: int, idle_seconds: float) -> Iterator[socket.socket]:
     """Connections, one at a time, until ``idle_seconds`` pass without one. Then the socket's path is
     removed first (a new client starts a new service) and the connections already queued are served."""
     listener.settimeout(idle_seconds)
@@ -305,7 +313,7 @@ def _requests(listener: socket.socket, socket_path: Path, idle_seconds: float) -
         except TimeoutError:
             break
     log.info("no request for %.0f s: stopping", idle_seconds)
-    socket_path.unlink(missing_ok=True)
+    _unlink_own(socket_path, bound)
     listener.setblocking(False)
     while True:
         try:
@@ -335,7 +343,7 @@ def serve(socket_path: Path, idle_seconds: float) -> int:
     paths.pid.write_text(own_pid)
     log.info("warm apply service %s listening (idle timeout %.0f s)", paths.key, idle_seconds)
     try:
-        for connection in _requests(listener, socket_path, idle_seconds):
+        for connection in _requests(listener, socket_path, bound, idle_seconds):
             with connection, connection.makefile("rw", encoding="utf-8") as stream:
                 connection.settimeout(None)
 
@@ -356,9 +364,7 @@ def serve(socket_path: Path, idle_seconds: float) -> int:
     finally:
         listener.close()
         # Only this service's own files: a newer service may have taken the same names meanwhile.
-        with contextlib.suppress(OSError):
-            if socket_path.stat().st_ino == bound:
-                socket_path.unlink()
+        _unlink_own(socket_path, bound)
         with contextlib.suppress(OSError):
             if paths.pid.read_text() == own_pid:
                 paths.pid.unlink()
