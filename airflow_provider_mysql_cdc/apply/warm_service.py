@@ -57,6 +57,8 @@ SERVICE_APPLICATION = str(Path(__file__).resolve())
 DEFAULT_START_TIMEOUT = 300.0
 _PROPERTIES_FLAG = "--properties-file"
 _POLL_SECONDS = 0.2
+#: Longest path of a Unix socket (Linux's ``sun_path`` holds 108 bytes with the closing NUL).
+_SOCKET_PATH_LIMIT = 107
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,11 @@ class WarmApplyClient:
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         self.paths = ServicePaths(private_folder(folder), service_key(command, environment))
+        if len(os.fsencode(self.paths.socket)) > _SOCKET_PATH_LIMIT:
+            raise ConfigurationError(
+                f"the warm Spark folder {folder} is too deep for a Unix socket ({self.paths.socket} is longer than "
+                f"{_SOCKET_PATH_LIMIT} bytes); give warm_spark_folder a shorter path"
+            )
         self.command = list(command)
         self.environment = dict(environment)
         self.idle_seconds = idle_seconds

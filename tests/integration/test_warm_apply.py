@@ -7,10 +7,13 @@ after it was killed, and stops by itself and on request (its pid, socket and fil
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -90,13 +93,25 @@ def _capture_and_apply(
     return said, applied
 
 
+@pytest.fixture
+def service_folder() -> Iterator[Path]:
+    """A short folder for the services (a Unix socket's path holds at most 107 bytes; pytest's are long)."""
+    folder = Path(tempfile.mkdtemp(prefix="cdc-warm-"))
+    try:
+        yield folder / "services"
+    finally:
+        if (folder / "services").is_dir():  # a service the test left running (it failed half-way)
+            stop_services(folder / "services")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_a_warm_service_applies_window_after_window_and_stops_cleanly(
-    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path, service_folder: Path
 ) -> None:
     _create_shop(mysql_server, DB)
     pipeline = SnapshotPipeline(mysql_server, tmp_path, "apply_warm", TableSelection.of(f"{DB}.*"), chunk_rows=100)
     pipeline.snapshot("run-1")
-    folder = tmp_path / "warm"
+    folder = service_folder
     client = WarmApplyClient(folder, _command(spark), _environment(), idle_seconds=600)
 
     # Window 1 (with the snapshot load) starts the service.

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_mysql_cdc.apply.warm_service import SERVICE_APPLICATION, private_folder, service_key
+from airflow_provider_mysql_cdc.apply.warm_service import (
+    SERVICE_APPLICATION,
+    WarmApplyClient,
+    private_folder,
+    service_key,
+)
 from airflow_provider_mysql_cdc.errors import ConfigurationError
 
 PYTHON = {"PYSPARK_PYTHON": "/venv/bin/python", "PYSPARK_DRIVER_PYTHON": "/venv/bin/python"}
@@ -42,3 +47,9 @@ def test_the_service_folder_must_be_private(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="private"):
         private_folder(shared)
     assert stat.S_IMODE(private_folder(tmp_path / "new").stat().st_mode) == 0o700
+
+
+def test_a_folder_too_deep_for_a_unix_socket_is_refused_with_the_fix(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 100)
+    with pytest.raises(ConfigurationError, match="shorter path"):
+        WarmApplyClient(deep, ["spark-submit", SERVICE_APPLICATION], PYTHON, idle_seconds=60)
