@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest
 from airflow_provider_mysql_cdc.errors import (
+    AppliedStateExpiredError,
     ApplyGapError,
     ConfigurationError,
     CorruptStagingError,
@@ -97,6 +98,35 @@ class AppliedState:
                 f"{where}: the CDC properties of its newest apply commit are unreadable ({exc}); the table "
                 "was changed by something else than the apply. Drop the table and re-apply from a snapshot"
             ) from None
+
+
+#: A snapshot's summary properties and its parent's id (None for the first snapshot).
+SnapshotLink = tuple[Mapping[str, str], int | None]
+
+
+def newest_applied_state(
+    current: int | None, snapshot: Callable[[int], SnapshotLink | None], name: str
+) -> AppliedState | None:
+    """The newest CDC state of table ``name``'s current history: from its current snapshot (None: no
+    commit yet) back through the parents, past commits without the apply's properties (a compaction).
+    ``snapshot(id)`` gives a snapshot's summary and parent, or None when it is gone: raises
+    :class:`AppliedStateExpiredError` then. None when no commit of the history was made by an apply."""
+    snapshot_id = current
+    while snapshot_id is not None:
+        found = snapshot(snapshot_id)
+        if found is None:
+            # Commits without CDC properties (a compaction) on top, and the apply's commit below them expired.
+            raise AppliedStateExpiredError(
+                f"{name}: its snapshot history ends at expired snapshot {snapshot_id} before any commit of the "
+                "apply, so the windows it holds cannot be read. Expiring snapshots must keep the newest apply "
+                "commit (IcebergMaintenanceOperator does); drop the table and re-snapshot it"
+            )
+        summary, parent = found
+        state = AppliedState.from_summary(summary, name)
+        if state is not None:
+            return state
+        snapshot_id = parent
+    return None
 
 
 @dataclass(frozen=True)

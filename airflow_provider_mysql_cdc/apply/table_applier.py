@@ -33,9 +33,11 @@ from airflow_provider_mysql_cdc.apply.plan import (
     ApplyWindow,
     KeyFilter,
     LoadSnapshotChunks,
+    SnapshotLink,
     TableStep,
     key_filter_applies,
     key_filter_pays_off,
+    newest_applied_state,
     plan_schema_changes,
     plan_table,
     quote,
@@ -65,7 +67,6 @@ from airflow_provider_mysql_cdc.core.staging import (
     StagingManifest,
 )
 from airflow_provider_mysql_cdc.errors import (
-    AppliedStateExpiredError,
     CorruptStagingError,
     MySqlCdcError,
     RebuildPendingError,
@@ -119,21 +120,13 @@ def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, Appl
     assert jvm is not None
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
     current = table.currentSnapshot()
-    snapshot = current
-    while snapshot is not None:
-        state = AppliedState.from_summary(dict(snapshot.summary()), name)
-        if state is not None:
-            return int(current.snapshotId()), state
-        parent = snapshot.parentId()
-        snapshot = None if parent is None else table.snapshot(parent)
-        if parent is not None and snapshot is None:
-            # Commits without CDC properties (a compaction) on top, and the apply's commit below them expired.
-            raise AppliedStateExpiredError(
-                f"{name}: its snapshot history ends at expired snapshot {parent} before any commit of the apply, so "
-                "the windows it holds cannot be read. Expiring snapshots must keep the newest apply commit "
-                "(IcebergMaintenanceOperator does); drop the table and re-snapshot it"
-            )
-    return (None if current is None else int(current.snapshotId())), None
+    current_id = None if current is None else int(current.snapshotId())
+
+    def snapshot(snapshot_id: int) -> SnapshotLink | None:
+        found = table.snapshot(snapshot_id)
+        return None if found is None else (dict(found.summary()), found.parentId())
+
+    return current_id, newest_applied_state(current_id, snapshot, name)
 
 
 class TableApplier:

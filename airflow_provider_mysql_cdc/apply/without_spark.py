@@ -27,7 +27,13 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec, TableReport
-from airflow_provider_mysql_cdc.apply.plan import AppliedState, plan_table, tables_in_windows
+from airflow_provider_mysql_cdc.apply.plan import (
+    AppliedState,
+    SnapshotLink,
+    newest_applied_state,
+    plan_table,
+    tables_in_windows,
+)
 from airflow_provider_mysql_cdc.core.lineage import identifier_parts
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagingManifest
 from airflow_provider_mysql_cdc.errors import MySqlCdcError
@@ -44,8 +50,6 @@ __all__ = [
 _VERSION_HINT = "version-hint.text"
 #: A metadata file's name in a Hadoop table's ``metadata`` folder: plain, or gzip (both namings).
 _METADATA_NAME = re.compile(r"v(\d+)(\.gz)?\.metadata\.json(\.gz)?")
-#: How many versions past the hint are probed (Iceberg's HadoopTableOperations reads on while the next exists).
-_MAX_VERSIONS_PAST_HINT = 1000
 
 
 class MetadataUnreadable(Exception):
@@ -70,58 +74,57 @@ def hadoop_table_location(warehouse_root: str, target: str) -> str:
     return "/".join([warehouse_root.rstrip("/"), *parts[1:]])
 
 
-def _metadata_path(filesystem: pafs.FileSystem, folder: str, version: int) -> str | None:
-    """The metadata file of ``version`` (plain or gzip), or None when there is none."""
-    names = (f"v{version}.metadata.json", f"v{version}.gz.metadata.json", f"v{version}.metadata.json.gz")
-    infos = filesystem.get_file_info([f"{folder}/{name}" for name in names])
-    found = [info.path for info in infos if info.type == pafs.FileType.File]
-    if len(found) > 1:
-        raise MetadataUnreadable(f"{folder} holds version {version} more than once: {found}")
-    return found[0] if found else None
+def _metadata_files(filesystem: pafs.FileSystem, folder: str) -> tuple[dict[int, list[str]], str | None]:
+    """One listing of the ``metadata`` folder: the files of each version (plain or gzip) and the
+    version hint's text (None without one)."""
+    files: dict[int, list[str]] = {}
+    hint: str | None = None
+    for info in filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        if info.base_name == _VERSION_HINT:
+            with filesystem.open_input_stream(info.path) as stream:
+                hint = bytes(stream.read()).decode("utf-8", "replace").strip()
+        elif match := _METADATA_NAME.fullmatch(info.base_name):
+            files.setdefault(int(match.group(1)), []).append(info.path)
+    return files, hint
 
 
-def _current_version(filesystem: pafs.FileSystem, folder: str) -> int | None:
-    """The table's current metadata version as the Hadoop catalog finds it: the version hint, then
-    every next version that exists; without a hint, the highest version in the folder. None: no table."""
-    listing = filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-    names = {info.base_name: info for info in listing if info.type == pafs.FileType.File}
-    versions = [int(match.group(1)) for name in names if (match := _METADATA_NAME.fullmatch(name))]
-    if not versions:
+def _current_file(files: dict[int, list[str]], hint: str | None, folder: str) -> str | None:
+    """The current metadata file as the Hadoop catalog finds it: the version hint, then every next
+    version that exists; without a hint, the highest version. None: no table."""
+    if not files:
         return None
-    version: int | None = None
-    if _VERSION_HINT in names:
-        with filesystem.open_input_stream(f"{folder}/{_VERSION_HINT}") as stream:
-            hint = bytes(stream.read()).decode("utf-8", "replace").strip()
-        version = int(hint) if hint.isdigit() else None
-    if version is None:
-        return max(versions)
-    for _ in range(_MAX_VERSIONS_PAST_HINT):
-        if _metadata_path(filesystem, folder, version + 1) is None:
-            return version
-        version += 1
-    raise MetadataUnreadable(f"{folder}: more than {_MAX_VERSIONS_PAST_HINT} versions past the version hint")
+    if hint is None or not hint.isdigit():
+        version = max(files)
+    else:
+        version = int(hint)
+        while version + 1 in files:
+            version += 1
+    found = files.get(version, [])
+    if not found:
+        raise MetadataUnreadable(f"{folder}: version {version} of the version hint has no metadata file")
+    if len(found) > 1:
+        raise MetadataUnreadable(f"{folder} holds version {version} more than once: {sorted(found)}")
+    return found[0]
 
 
 def _applied_state(metadata: dict[str, Any], target: str) -> AppliedState | None:
-    """The newest CDC state of the current snapshot's history, read like the apply job reads it."""
+    """The newest CDC state of the current snapshot's history, walked as the apply job walks it."""
     current = metadata.get("current-snapshot-id")
-    if current is None or current == -1:
-        return None
     snapshots = {snapshot["snapshot-id"]: snapshot for snapshot in metadata.get("snapshots", [])}
-    snapshot = snapshots.get(current)
-    while snapshot is not None:
-        summary = {str(key): str(value) for key, value in (snapshot.get("summary") or {}).items()}
-        try:
-            state = AppliedState.from_summary(summary, target)
-        except MySqlCdcError as exc:
-            raise MetadataUnreadable(str(exc)) from None
-        if state is not None:
-            return state
-        parent = snapshot.get("parent-snapshot-id")
-        if parent is None:
+
+    def snapshot(snapshot_id: int) -> SnapshotLink | None:
+        found = snapshots.get(snapshot_id)
+        if found is None:
             return None
-        snapshot = snapshots.get(parent)
-    raise MetadataUnreadable(f"{target}: its history reaches a snapshot its metadata does not list (expired)")
+        summary = {str(key): str(value) for key, value in (found.get("summary") or {}).items()}
+        return summary, found.get("parent-snapshot-id")
+
+    try:
+        return newest_applied_state(None if current == -1 else current, snapshot, target)
+    except MySqlCdcError as exc:  # unreadable CDC properties, or an expired apply commit
+        raise MetadataUnreadable(str(exc)) from None
 
 
 def read_hadoop_table(filesystem: pafs.FileSystem, warehouse_root: str, target: str) -> TargetTable:
@@ -129,12 +132,9 @@ def read_hadoop_table(filesystem: pafs.FileSystem, warehouse_root: str, target: 
     :class:`MetadataUnreadable` when that cannot be told with certainty."""
     folder = hadoop_table_location(warehouse_root, target) + "/metadata"
     try:
-        version = _current_version(filesystem, folder)
-        if version is None:
-            return TargetTable(exists=False)
-        path = _metadata_path(filesystem, folder, version)
+        path = _current_file(*_metadata_files(filesystem, folder), folder)
         if path is None:
-            raise MetadataUnreadable(f"{folder}: version {version} of the version hint has no metadata file")
+            return TargetTable(exists=False)
         with filesystem.open_input_stream(path) as stream:
             data = bytes(stream.read())
         if data[:2] == b"\x1f\x8b":
@@ -143,11 +143,11 @@ def read_hadoop_table(filesystem: pafs.FileSystem, warehouse_root: str, target: 
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise MetadataUnreadable(f"{folder}: {type(exc).__name__}: {exc}") from None
     if not isinstance(metadata, dict):
-        raise MetadataUnreadable(f"{folder}: version {version} is not a JSON object")
+        raise MetadataUnreadable(f"{path} is not a JSON object")
     try:
         return TargetTable(exists=True, state=_applied_state(metadata, target))
     except (KeyError, TypeError, AttributeError) as exc:  # not laid out as Iceberg's table metadata
-        raise MetadataUnreadable(f"{folder}: version {version}: {type(exc).__name__}: {exc}") from None
+        raise MetadataUnreadable(f"{path}: {type(exc).__name__}: {exc}") from None
 
 
 def report_without_spark(
