@@ -34,7 +34,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     plan_table,
     tables_in_windows,
 )
-from airflow_provider_mysql_cdc.core.lineage import identifier_parts
+from airflow_provider_mysql_cdc.core.lineage import hadoop_table_location, identifier_parts
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagingManifest
 from airflow_provider_mysql_cdc.errors import MySqlCdcError
 from airflow_provider_mysql_cdc.staging import Staging
@@ -42,9 +42,9 @@ from airflow_provider_mysql_cdc.staging import Staging
 __all__ = [
     "MetadataUnreadable",
     "TargetTable",
-    "hadoop_table_location",
     "read_hadoop_table",
     "report_without_spark",
+    "target_location",
 ]
 
 _VERSION_HINT = "version-hint.text"
@@ -65,13 +65,13 @@ class TargetTable:
     state: AppliedState | None = None
 
 
-def hadoop_table_location(warehouse_root: str, target: str) -> str:
-    """Where a Hadoop catalog keeps ``catalog.namespace...table``: ``{warehouse}/{namespace...}/{table}``
-    (Iceberg's ``HadoopCatalog.defaultWarehouseLocation``; names as written, no case folding)."""
+def target_location(warehouse_root: str, target: str) -> str:
+    """Where a Hadoop catalog keeps ``catalog.namespace...table`` (:func:`hadoop_table_location`);
+    raises :class:`MetadataUnreadable` for a name that is not such a path."""
     parts = identifier_parts(target)
     if len(parts) < 3 or any(not part or "/" in part for part in parts):
         raise MetadataUnreadable(f"{target} is not a catalog.namespace.table name a Hadoop catalog keeps as a path")
-    return "/".join([warehouse_root.rstrip("/"), *parts[1:]])
+    return hadoop_table_location(warehouse_root, parts[1:])
 
 
 def _metadata_files(filesystem: pafs.FileSystem, folder: str) -> tuple[dict[int, list[str]], str | None]:
@@ -130,7 +130,7 @@ def _applied_state(metadata: dict[str, Any], target: str) -> AppliedState | None
 def read_hadoop_table(filesystem: pafs.FileSystem, warehouse_root: str, target: str) -> TargetTable:
     """What the Hadoop-catalog table ``target`` holds, from its newest metadata file; raises
     :class:`MetadataUnreadable` when that cannot be told with certainty."""
-    folder = hadoop_table_location(warehouse_root, target) + "/metadata"
+    folder = target_location(warehouse_root, target) + "/metadata"
     try:
         path = _current_file(*_metadata_files(filesystem, folder), folder)
         if path is None:

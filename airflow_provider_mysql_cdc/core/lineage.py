@@ -119,6 +119,13 @@ def _service_namespace(uri: str, scheme: str | None = None) -> str:
     return f"{scheme or given_scheme.lower()}://{authority}"
 
 
+def hadoop_table_location(warehouse: str, levels: Sequence[str]) -> str:
+    """Where a Hadoop catalog on ``warehouse`` keeps the table ``namespace...table`` (``levels``):
+    ``{warehouse}/{namespace...}/{table}`` (Iceberg's ``HadoopCatalog.defaultWarehouseLocation``; names
+    as written, no case folding)."""
+    return "/".join([warehouse.rstrip("/"), *levels])
+
+
 def iceberg_table_names(
     target: str, warehouse: str | None = None, catalog_conf: Mapping[str, str] | None = None
 ) -> IcebergTableNames:
@@ -139,7 +146,7 @@ def iceberg_table_names(
     catalog_type = str(conf.get("type", HADOOP_CATALOG if not conf else "")).lower()
     location_root = conf.get("warehouse") if conf else warehouse
     if catalog_type == HADOOP_CATALOG and location_root:
-        location = "/".join([location_root.rstrip("/"), *levels])
+        location = hadoop_table_location(location_root, levels)
         return IcebergTableNames(location_dataset(location), DatasetName(_location_uri(location_root), table_name))
     uri = conf.get("uri")
     if catalog_type == "hive" and uri:

@@ -16,8 +16,8 @@ import pytest
 from airflow_provider_mysql_cdc.apply.plan import AppliedState
 from airflow_provider_mysql_cdc.apply.without_spark import (
     MetadataUnreadable,
-    hadoop_table_location,
     read_hadoop_table,
+    target_location,
 )
 from airflow_provider_mysql_cdc.operators.apply import apply_spark_conf, hadoop_warehouse
 
@@ -49,10 +49,10 @@ def _read(warehouse: Path) -> Any:
 
 
 def test_the_table_lives_under_its_namespace_in_the_warehouse() -> None:
-    assert hadoop_table_location("/wh/", TARGET) == "/wh/shop/orders"
-    assert hadoop_table_location("bucket/wh", "lake.a.b.t") == "bucket/wh/a/b/t"
+    assert target_location("/wh/", TARGET) == "/wh/shop/orders"
+    assert target_location("bucket/wh", "lake.a.b.t") == "bucket/wh/a/b/t"
     with pytest.raises(MetadataUnreadable):
-        hadoop_table_location("/wh", "lake.orders")
+        target_location("/wh", "lake.orders")
 
 
 def test_no_metadata_folder_or_no_version_is_no_table(tmp_path: Path) -> None:
