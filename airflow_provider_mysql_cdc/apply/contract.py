@@ -7,10 +7,11 @@ staging (:meth:`~airflow_provider_mysql_cdc.staging.Staging.apply_spec_path`) an
 with ``--spec <URI>``; the job reads it back, applies, and writes the :class:`ApplyReport` to
 ``spec.report_uri``, which the operator reads. The apply's settings are these fields, defined once.
 
-A spec holds no credential. The catalog's properties (``catalog_conf``: a REST token, a metastore
-password, storage keys) and Spark's memory settings stay Spark properties given to spark-submit
-(``--conf``, masked in the task log by the Spark provider): the JVM needs them before the session
-exists, and a staging file would keep a secret on disk. The spec only names the catalog.
+A spec holds no credential. The catalog's properties (``catalog_conf``: a REST token, a JDBC catalog's
+password, storage keys) and Spark's memory settings stay Spark properties given to spark-submit (the
+JVM needs them before the session exists, and a staging file would keep a secret on disk): ``--conf``,
+except those that hold a secret, which go in a properties file only this user can read, deleted after
+the job (:mod:`airflow_provider_mysql_cdc.core.spark_properties`). The spec only names the catalog.
 
 Pure: no Spark, Airflow or pyarrow import.
 """

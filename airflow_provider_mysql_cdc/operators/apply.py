@@ -8,7 +8,7 @@ import inspect
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +27,11 @@ from airflow_provider_mysql_cdc.core.lineage import (
     TaskLineage,
     apply_lineage,
     identifier_parts,
+)
+from airflow_provider_mysql_cdc.core.spark_properties import (
+    secret_properties_file,
+    spark_defaults_path,
+    split_secret_properties,
 )
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
@@ -64,40 +69,6 @@ ICEBERG_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 #: Maven coordinates of Hadoop's S3A connector (pyspark 3.5's Hadoop), added to the default packages for S3.
 HADOOP_AWS_PACKAGE = "org.apache.hadoop:hadoop-aws:3.3.4"
-
-
-def _properties_line(key: str, value: str) -> str:
-    """One line of a Java properties file (``key=value``, the value escaped as ``Properties.load`` reads it)."""
-    escaped = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-    return f"{key}={escaped}\n"
-
-
-def spark_defaults_path(environ: Mapping[str, str]) -> Path | None:
-    """The ``spark-defaults.conf`` spark-submit reads when given no properties file (``$SPARK_CONF_DIR``,
-    else ``$SPARK_HOME/conf``), when there is one."""
-    conf_dir = environ.get("SPARK_CONF_DIR") or (
-        str(Path(environ["SPARK_HOME"]) / "conf") if environ.get("SPARK_HOME") else ""
-    )
-    path = Path(conf_dir) / "spark-defaults.conf" if conf_dir else None
-    return path if path is not None and path.is_file() else None
-
-
-@contextlib.contextmanager
-def secret_properties_file(properties: Mapping[str, str], base: Path | None) -> Iterator[str]:
-    """A properties file for ``spark-submit --properties-file`` holding ``properties`` (the object store's
-    keys) after the lines of ``base`` (the user's properties file, or the ``spark-defaults.conf`` that
-    ``--properties-file`` replaces), readable by this user only and deleted afterwards. Its path may be
-    in argv; its contents never are."""
-    descriptor, path = tempfile.mkstemp(prefix="mysql-cdc-apply-", suffix=".properties")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-            if base is not None:
-                out.write(base.read_text(encoding="utf-8").rstrip("\n") + "\n")
-            for key, value in properties.items():
-                out.write(_properties_line(key, value))
-        yield path
-    finally:
-        Path(path).unlink(missing_ok=True)
 
 
 def apply_spark_conf(catalog: str, warehouse: str | None, catalog_conf: Mapping[str, str] | None) -> dict[str, str]:
@@ -271,9 +242,11 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
         warm: WarmSpark | None = None,
     ) -> None:
         """spark-submit the application with ``--spec spec_uri``; ``before_submit(master)`` runs once the
-        master is known, before the hook is created (it may still change ``conf``). With ``object_store``
-        the job gets Hadoop's S3A settings, keys included, in a properties file only this user can read,
-        removed after the job (never in argv or the environment: :func:`secret_properties_file`). With
+        master is known, before the hook is created (it may still change ``conf``). The properties of ``conf``
+        that hold a secret (:func:`~airflow_provider_mysql_cdc.core.spark_properties.is_secret_property`: a
+        catalog's password or token) and, with ``object_store``, Hadoop's S3A settings, keys included, go
+        in a properties file only this user can read, removed after the job (never in argv or the
+        environment: :func:`~airflow_provider_mysql_cdc.core.spark_properties.secret_properties_file`). With
         ``warm``, the spec goes to a warm Spark service of the same command line instead
         (:mod:`airflow_provider_mysql_cdc.apply.warm_service`), started when none listens."""
         self.application_args = [] if warm else ["--spec", spec_uri]
@@ -289,13 +262,16 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
         if before_submit is not None:
             before_submit(master)
         with contextlib.ExitStack() as cleanup:
+            public, secrets = split_secret_properties(self.conf or {})
             if object_store is not None:
-                given = self.properties_file
-                cleanup.callback(setattr, self, "properties_file", given)
-                base = Path(given) if given else spark_defaults_path(environment)
-                self.properties_file = cleanup.enter_context(
-                    secret_properties_file(object_store.spark_properties(), base)
-                )
+                secrets = {**object_store.spark_properties(), **secrets}
+            if secrets:
+                given_file, given_conf = self.properties_file, self.conf
+                cleanup.callback(setattr, self, "properties_file", given_file)
+                cleanup.callback(setattr, self, "conf", given_conf)
+                base = Path(given_file) if given_file else spark_defaults_path(environment)
+                self.properties_file = cleanup.enter_context(secret_properties_file(secrets, base))
+                self.conf = public
             self._hook = hook = self._get_hook()
             if warm is not None:
                 self._run_warm(hook, warm, spec_uri, environment)

@@ -30,7 +30,7 @@ from tests.exactness.comparison import compare_table, describe_differences
 from tests.exactness.iceberg_reader import IcebergContents, read_iceberg_metadata
 from tests.integration.test_airflow_dag import REPO_ROOT, _forget_earlier_runs, _states, _xcom
 from tests.mysql_servers import MySqlTestServer
-from tests.reliability.test_secrets import ProcessWatch
+from tests.process_watch import ProcessWatch
 from tests.spark_session import iceberg_jars
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark, pytest.mark.airflow]
@@ -145,9 +145,9 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     assert dag is not None
     conf = {"tables": [f"{database}.*"], "pipeline": database, "staging_uri": staging_uri, "warehouse": warehouse}
     conf["cutoff"] = "catch_up"
-    properties_before = set(Path(tempfile.gettempdir()).glob("mysql-cdc-apply-*.properties"))
+    properties_before = set(Path(tempfile.gettempdir()).glob("mysql-cdc-spark-*.properties"))
 
-    watch = ProcessWatch(marker=prefix.encode(), needles=(object_store.secret_key.encode(),))
+    watch = ProcessWatch(marker=prefix.encode(), needles=(object_store.secret_key.encode(),), script=b"spark_job.py")
     thread = threading.Thread(target=watch.poll, daemon=True)
     thread.start()
     try:
@@ -194,5 +194,5 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     # Nor in the task logs (spark-submit's output included); the properties file is gone.
     assert "apply table=s3cdc.t status=applied" in console.out + console.err
     assert object_store.secret_key not in console.out + console.err
-    assert set(Path(tempfile.gettempdir()).glob("mysql-cdc-apply-*.properties")) == properties_before
+    assert set(Path(tempfile.gettempdir()).glob("mysql-cdc-spark-*.properties")) == properties_before
     print(f"spark-submit processes seen: {len(watch.argvs)}", file=sys.stderr)

@@ -15,12 +15,8 @@ reaches the Airflow worker as ``AIRFLOW_CONN_*`` in its environment, as it often
 
 from __future__ import annotations
 
-import os
 import secrets
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -28,6 +24,7 @@ import pytest
 
 from tests.integration.test_airflow_dag import _forget_earlier_runs, _run_example, _states
 from tests.mysql_servers import MySqlTestServer
+from tests.process_watch import ProcessWatch, watching
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark, pytest.mark.airflow]
 
@@ -35,50 +32,10 @@ pytestmark = [pytest.mark.mysql, pytest.mark.spark, pytest.mark.airflow]
 APPLY_SCRIPT = "spark_job.py"
 
 
-@dataclass
-class ProcessWatch:
-    """Polls ``/proc`` for processes of the apply job whose argv holds ``marker`` (this test's staging
-    path: other test runs may run applies meanwhile) and keeps each one's argv, the names of its
-    environment variables, and the names of those that hold a needle."""
-
-    marker: bytes = b"\0"
-    needles: tuple[bytes, ...] = ()
-    argvs: set[tuple[str, ...]] = field(default_factory=set)
-    environ_names: set[str] = field(default_factory=set)
-    environ_hits: set[str] = field(default_factory=set)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def poll(self) -> None:
-        own = os.getpid()
-        while not self.stop.is_set():
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit() or int(entry.name) == own:
-                    continue
-                try:
-                    raw = Path(entry.path, "cmdline").read_bytes()
-                    if APPLY_SCRIPT.encode() not in raw or self.marker not in raw:
-                        continue
-                    self.argvs.add(tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part))
-                    environ = Path(entry.path, "environ").read_bytes()
-                except OSError:  # the process ended meanwhile
-                    continue
-                for variable in environ.split(b"\0"):
-                    self.environ_names.add(variable.split(b"=", 1)[0].decode(errors="replace"))
-                    if any(needle in variable for needle in self.needles):
-                        self.environ_hits.add(variable.split(b"=", 1)[0].decode(errors="replace"))
-            time.sleep(0.02)
-
-
 @pytest.fixture
 def watch_spark_submit() -> Iterator[ProcessWatch]:
-    watch = ProcessWatch()
-    thread = threading.Thread(target=watch.poll, daemon=True)
-    thread.start()
-    try:
+    with watching(ProcessWatch(script=APPLY_SCRIPT.encode())) as watch:
         yield watch
-    finally:
-        watch.stop.set()
-        thread.join(timeout=10)
 
 
 def airflow_db_values() -> dict[str, list[str]]:

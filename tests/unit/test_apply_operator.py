@@ -168,3 +168,55 @@ def test_the_apply_job_gets_no_airflow_connection_variable_or_setting() -> None:
         "AWS_SECRET_ACCESS_KEY": "for the warehouse",
         "AIRFLOW_HOME": "/opt/airflow",
     }
+
+
+def test_catalog_secrets_reach_spark_submit_in_a_private_properties_file_never_in_argv(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A JDBC catalog's password (any property whose name says it holds a secret) goes to spark-submit
+    in a properties file readable by this user only, deleted after the job; the other properties stay
+    ``--conf``. What spark-submit would run is the Spark provider hook's own command line."""
+    import stat
+
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from airflow_provider_mysql_cdc.operators.apply import APPLY_APPLICATION
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    defaults = tmp_path / "conf" / "spark-defaults.conf"
+    defaults.parent.mkdir()
+    defaults.write_text("spark.eventLog.enabled false\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(defaults.parent))
+    password = "jdbc-Pa55/word=x"
+    catalog_conf = {
+        "type": "jdbc",
+        "uri": "jdbc:mysql://127.0.0.1:3306/iceberg_catalog",
+        "jdbc.user": "catalog",
+        "jdbc.password": password,
+        "warehouse": str(tmp_path / "warehouse"),
+    }
+    operator = SparkApplyOperator(
+        task_id="apply", pipeline="p", staging_uri=str(tmp_path), windows=1, catalog_conf=catalog_conf, jars="/i.jar"
+    )
+    operator.conf = {**apply_spark_conf("lake", None, catalog_conf), "spark.driver.memory": "1g"}
+    seen: dict[str, object] = {}
+
+    def submitted(self: SparkApplyOperator, context: object) -> None:
+        assert self._hook is not None and self.properties_file is not None
+        seen["argv"] = self._hook._build_spark_submit_command(APPLY_APPLICATION)
+        seen["lines"] = Path(self.properties_file).read_text().splitlines()
+        seen["mode"] = stat.S_IMODE(Path(self.properties_file).stat().st_mode)
+        seen["file"] = self.properties_file
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", submitted)
+    operator.submit_job({}, str(tmp_path / "spec.json"))
+
+    argv = list(seen["argv"])  # type: ignore[call-overload]
+    assert not any(password in part for part in argv), argv
+    assert "spark.sql.catalog.lake.jdbc.user=catalog" in argv and "spark.driver.memory=1g" in argv
+    assert argv[argv.index("--properties-file") + 1] == seen["file"]
+    # The defaults spark-submit would have read, then the secret, escaped as Java properties are.
+    assert seen["lines"] == ["spark.eventLog.enabled false", "spark.sql.catalog.lake.jdbc.password=jdbc-Pa55/word=x"]
+    assert seen["mode"] == 0o600
+    assert not Path(str(seen["file"])).exists()
+    assert operator.properties_file is None and operator.conf["spark.sql.catalog.lake.jdbc.password"] == password

@@ -61,7 +61,7 @@ def test_staging_on_s3_opens_pyarrow_s3_with_the_settings() -> None:
 
 
 def test_the_properties_file_is_private_escaped_and_deleted(tmp_path: Path) -> None:
-    from airflow_provider_mysql_cdc.operators.apply import secret_properties_file
+    from airflow_provider_mysql_cdc.core.spark_properties import secret_properties_file
 
     defaults = tmp_path / "spark-defaults.conf"
     defaults.write_text("spark.eventLog.enabled true\n")
