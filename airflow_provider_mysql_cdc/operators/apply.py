@@ -383,6 +383,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         "staging_uri",
         "windows",
         "warehouse",
+        "catalog_conf",
         "target_template",
         "schema_change_policy",
         "mysql_cdc_conn_id",

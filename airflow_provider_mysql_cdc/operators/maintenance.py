@@ -87,6 +87,7 @@ class IcebergMaintenanceOperator(IcebergSparkJobOperator):
         "pipeline",
         "staging_uri",
         "warehouse",
+        "catalog_conf",
         "targets",
     )
     ui_color = "#e3f1d4"

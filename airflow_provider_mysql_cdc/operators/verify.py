@@ -61,6 +61,7 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
         "staging_uri",
         "scratch_uri",
         "warehouse",
+        "catalog_conf",
         "sample_fraction",
     )
     ui_color = "#f0e3d9"

@@ -220,3 +220,25 @@ def test_catalog_secrets_reach_spark_submit_in_a_private_properties_file_never_i
     assert seen["mode"] == 0o600
     assert not Path(str(seen["file"])).exists()
     assert operator.properties_file is None and operator.conf["spark.sql.catalog.lake.jdbc.password"] == password
+
+
+def test_catalog_properties_are_rendered_when_the_task_runs() -> None:
+    """A catalog password written as a template of a connection (``{{ conn.<id>.password }}``) is
+    rendered at run time, not at parse time: ``catalog_conf`` is a template field of every operator
+    that reaches the catalog."""
+    from types import SimpleNamespace
+
+    from airflow_provider_mysql_cdc.operators.maintenance import IcebergMaintenanceOperator
+    from airflow_provider_mysql_cdc.operators.verify import MySqlCdcVerifyOperator
+
+    catalog_conf = {"type": "jdbc", "uri": "jdbc:mysql://h/c", "jdbc.password": "{{ conn.iceberg_catalog.password }}"}
+    context = {"conn": SimpleNamespace(iceberg_catalog=SimpleNamespace(password="pw-from-connection"))}
+    operators = [
+        SparkApplyOperator(task_id="apply", pipeline="p", staging_uri="/s", windows=1, catalog_conf=catalog_conf),
+        MySqlCdcVerifyOperator(task_id="verify", pipeline="p", tables=["d.t"], catalog_conf=catalog_conf),
+        IcebergMaintenanceOperator(task_id="maintain", pipeline="p", staging_uri="/s", catalog_conf=catalog_conf),
+    ]
+    for operator in operators:
+        assert "catalog_conf" in operator.template_fields
+        operator.render_template_fields(context)  # type: ignore[arg-type]
+        assert operator.catalog_conf["jdbc.password"] == "pw-from-connection", type(operator).__name__
