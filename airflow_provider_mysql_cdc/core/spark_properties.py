@@ -1,11 +1,14 @@
-"""Spark properties that hold a secret, and the private properties file that carries them.
+"""Spark properties that hold a secret, the private properties file that carries them, and the
+environment a Spark process gets.
 
 spark-submit takes properties as ``--conf key=value`` (in the argv of spark-submit and of the JVM it
 starts: any user of the machine reads them in ``/proc``) or from a ``--properties-file``. A property
 whose name says it holds a secret (:data:`SECRET_PROPERTY`: Spark's own default redaction pattern,
 ``spark.redaction.regex``, widened to credentials, access keys and authorization headers) goes into a
 properties file readable by this user only and deleted after the job: a JDBC catalog's
-``jdbc.password``, a REST catalog's ``token`` or ``credential``, S3A's ``fs.s3a.secret.key``.
+``jdbc.password``, a REST catalog's ``token`` or ``credential``, S3A's ``fs.s3a.secret.key``. A Spark
+process (spark-submit of a job, the verify's child) gets the worker's environment without Airflow's
+connections, variables and settings (:func:`job_environment`).
 
 Pure: no Airflow or Spark import.
 """
@@ -18,6 +21,13 @@ import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+#: Prefixes of the worker's environment variables that a Spark process is not given: Airflow's
+#: connections, variables and settings. They can hold passwords, keys and database URLs, and the job
+#: needs none of them.
+WITHHELD_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__")
+#: Other variables a Spark process is not given (the MySQL client's password).
+WITHHELD_NAMES = frozenset({"MYSQL_PWD"})
 
 #: Names of properties that hold a secret (searched anywhere in the name, case-insensitively).
 SECRET_PROPERTY = re.compile(r"(?i)secret|password|token|credential|access[.-]key|authorization")
@@ -57,7 +67,7 @@ def secret_properties_file(properties: Mapping[str, str], base: Path | None) -> 
     lines of ``base`` (the user's properties file, or the ``spark-defaults.conf`` that
     ``--properties-file`` replaces), readable by this user only and deleted afterwards. Its path may be
     in argv; its contents never are."""
-    descriptor, path = tempfile.mkstemp(prefix="mysql-cdc-spark-", suffix=".properties")
+    descriptor, path = tempfile.mkstemp(prefix="mysql-cdc-secrets-", suffix=".properties")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as out:
             if base is not None:
@@ -67,3 +77,13 @@ def secret_properties_file(properties: Mapping[str, str], base: Path | None) -> 
         yield path
     finally:
         Path(path).unlink(missing_ok=True)
+
+
+def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment as a Spark process gets it: without Airflow's connections, variables and
+    settings, and without ``MYSQL_PWD``."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(WITHHELD_PREFIXES) and name not in WITHHELD_NAMES
+    }

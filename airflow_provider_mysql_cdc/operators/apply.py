@@ -29,6 +29,7 @@ from airflow_provider_mysql_cdc.core.lineage import (
     identifier_parts,
 )
 from airflow_provider_mysql_cdc.core.spark_properties import (
+    job_environment,
     secret_properties_file,
     spark_defaults_path,
     split_secret_properties,
@@ -129,14 +130,6 @@ def iceberg_table_asset(target: str) -> Asset:
     return Asset(name=".".join(parts), uri="iceberg://" + "/".join(parts))
 
 
-#: Prefixes of the worker's environment variables that the apply job is not given: Airflow's
-#: connections, variables and settings. They can hold passwords, keys and database URLs, and the job
-#: needs none of them.
-WITHHELD_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__")
-#: Other variables the job is not given (the MySQL client's password).
-WITHHELD_NAMES = frozenset({"MYSQL_PWD"})
-
-
 #: The Spark provider's own OpenLineage injection (arguments of its newer versions), switched off: the parent
 #: run is added by ``execute()`` before the hook exists, and the transport never is.
 _BASE_OPENLINEAGE_INJECTION_OFF: dict[str, Any] = {
@@ -189,16 +182,6 @@ class WarmSpark:
 def default_warm_spark_folder() -> str:
     """This user's folder of warm Spark services, under the temporary directory."""
     return str(Path(tempfile.gettempdir()) / f"mysql-cdc-spark-{os.getuid()}")
-
-
-def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The worker's environment as spark-submit gets it: without Airflow's connections, variables and
-    settings, and without ``MYSQL_PWD``."""
-    return {
-        name: value
-        for name, value in environ.items()
-        if not name.startswith(WITHHELD_PREFIXES) and name not in WITHHELD_NAMES
-    }
 
 
 class IcebergSparkJobOperator(SparkSubmitOperator):

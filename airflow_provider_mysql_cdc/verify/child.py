@@ -2,7 +2,9 @@
 worker's process. No Airflow import.
 
 The parent writes one JSON document to the child's stdin (the source connection, password included:
-never argv or the environment; the request; the Spark settings); the child runs
+never argv or the environment; the request; the Spark settings) and gives it its environment without
+Airflow's connections, variables and settings, as the spark-submit jobs get it
+(:func:`~airflow_provider_mysql_cdc.core.spark_properties.job_environment`); the child runs
 :func:`~airflow_provider_mysql_cdc.verify.engine.verify_targets` and prints the report (or the named
 error it stopped with) as the last line of its stdout. Its log goes to stderr, which the parent passes on.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,6 +22,7 @@ from typing import Any
 
 from airflow_provider_mysql_cdc import errors
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig, SslMode
+from airflow_provider_mysql_cdc.core.spark_properties import job_environment
 from airflow_provider_mysql_cdc.verify.report import VerifyReport
 
 MODULE = "airflow_provider_mysql_cdc.verify.child"
@@ -52,6 +56,7 @@ def run_verify_child(
     done = subprocess.run(
         [sys.executable, "-m", MODULE],
         input=json.dumps(document),
+        env=job_environment(os.environ),
         stdout=subprocess.PIPE,
         text=True,
         timeout=timeout,

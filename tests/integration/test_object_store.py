@@ -145,7 +145,7 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     assert dag is not None
     conf = {"tables": [f"{database}.*"], "pipeline": database, "staging_uri": staging_uri, "warehouse": warehouse}
     conf["cutoff"] = "catch_up"
-    properties_before = set(Path(tempfile.gettempdir()).glob("mysql-cdc-spark-*.properties"))
+    properties_before = set(Path(tempfile.gettempdir()).glob("mysql-cdc-secrets-*.properties"))
 
     watch = ProcessWatch(marker=prefix.encode(), needles=(object_store.secret_key.encode(),), script=b"spark_job.py")
     thread = threading.Thread(target=watch.poll, daemon=True)
@@ -194,5 +194,5 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     # Nor in the task logs (spark-submit's output included); the properties file is gone.
     assert "apply table=s3cdc.t status=applied" in console.out + console.err
     assert object_store.secret_key not in console.out + console.err
-    assert set(Path(tempfile.gettempdir()).glob("mysql-cdc-spark-*.properties")) == properties_before
+    assert set(Path(tempfile.gettempdir()).glob("mysql-cdc-secrets-*.properties")) == properties_before
     print(f"spark-submit processes seen: {len(watch.argvs)}", file=sys.stderr)

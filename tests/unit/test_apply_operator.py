@@ -150,7 +150,7 @@ def test_the_apply_emits_through_an_asset_alias_and_skips_spark_without_a_window
 def test_the_apply_job_gets_no_airflow_connection_variable_or_setting() -> None:
     """Connections, variables and settings of the worker (which can hold passwords) are withheld from
     spark-submit; everything else it may need is passed on."""
-    from airflow_provider_mysql_cdc.operators.apply import job_environment
+    from airflow_provider_mysql_cdc.core.spark_properties import job_environment
 
     worker = {
         "AIRFLOW_CONN_MYSQL_CDC_DEFAULT": "mysql://cdc:secret@db:3306",
@@ -233,7 +233,7 @@ def test_catalog_properties_are_rendered_when_the_task_runs() -> None:
 
     catalog_conf = {"type": "jdbc", "uri": "jdbc:mysql://h/c", "jdbc.password": "{{ conn.iceberg_catalog.password }}"}
     context = {"conn": SimpleNamespace(iceberg_catalog=SimpleNamespace(password="pw-from-connection"))}
-    operators = [
+    operators: list[SparkApplyOperator | MySqlCdcVerifyOperator | IcebergMaintenanceOperator] = [
         SparkApplyOperator(task_id="apply", pipeline="p", staging_uri="/s", windows=1, catalog_conf=catalog_conf),
         MySqlCdcVerifyOperator(task_id="verify", pipeline="p", tables=["d.t"], catalog_conf=catalog_conf),
         IcebergMaintenanceOperator(task_id="maintain", pipeline="p", staging_uri="/s", catalog_conf=catalog_conf),
