@@ -28,10 +28,10 @@ CATALOG = "lake"
 OTHER_CATALOG = "lake_other"
 
 
-def load_iceberg_jars_module() -> ModuleType:
-    """Import ``scripts/iceberg_jars.py`` by its path (it appends ``scripts`` to sys.path for its helpers)."""
-    path = REPO_ROOT / "scripts" / "iceberg_jars.py"
-    spec = importlib.util.spec_from_file_location("iceberg_jars", path)
+def load_script_module(name: str) -> ModuleType:
+    """Import ``scripts/<name>.py`` by its path (the jar scripts put ``scripts`` on sys.path for their helpers)."""
+    path = REPO_ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -45,7 +45,7 @@ def _java_available() -> bool:
 
 def iceberg_jars() -> list[Path]:
     """The Iceberg runtime jars (assembled on first use)."""
-    module = load_iceberg_jars_module()
+    module = load_script_module("iceberg_jars")
     try:
         return list(module.ensure_jars(python=sys.executable))
     except module.JarAssemblyError as exc:

@@ -21,7 +21,6 @@ watched: the secret is in no argv or environment of their processes, and in no f
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import secrets
@@ -46,7 +45,7 @@ from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.integration.test_object_store import aws_connection_json, pyiceberg_properties, s3_jars
 from tests.mysql_servers import MySqlTestServer
 from tests.process_watch import ProcessWatch, watching
-from tests.spark_session import REPO_ROOT, iceberg_jars
+from tests.spark_session import iceberg_jars, load_script_module
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -62,10 +61,7 @@ SPARK_CONF = {
 
 def jdbc_driver() -> Path:
     """MariaDB Connector/J (``scripts/jdbc_jars.py``, cached in ``<repo>/.cache/jars/jdbc``)."""
-    spec = importlib.util.spec_from_file_location("jdbc_jars", REPO_ROOT / "scripts" / "jdbc_jars.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script_module("jdbc_jars")
     try:
         return Path(module.ensure_jdbc_driver())
     except module.JarAssemblyError as exc:

@@ -12,7 +12,6 @@ after the run), nor in the task logs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import secrets
 import sys
@@ -31,7 +30,7 @@ from tests.exactness.iceberg_reader import IcebergContents, read_iceberg_metadat
 from tests.integration.test_airflow_dag import REPO_ROOT, _forget_earlier_runs, _states, _xcom
 from tests.mysql_servers import MySqlTestServer
 from tests.process_watch import ProcessWatch
-from tests.spark_session import iceberg_jars
+from tests.spark_session import iceberg_jars, load_script_module
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark, pytest.mark.airflow]
 
@@ -40,10 +39,7 @@ OBJECT_STORE_CONN_ID = "object_store"
 
 def s3_jars() -> list[Path]:
     """Hadoop's S3A jars (``scripts/s3_jars.py``, cached in ``<repo>/.cache/jars/s3``)."""
-    spec = importlib.util.spec_from_file_location("s3_jars", REPO_ROOT / "scripts" / "s3_jars.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script_module("s3_jars")
     try:
         return list(module.ensure_s3_jars())
     except module.JarAssemblyError as exc:
