@@ -53,12 +53,13 @@ from typing import TYPE_CHECKING
 
 # This folder is sys.path[0] of a script: benchmarks/apply.py's helpers are imported by its name.
 from apply import (  # type: ignore[import-not-found, unused-ignore]
-    CREATE_TABLE,
+    CATALOG,
+    LOCAL_SETTINGS,
     Keys,
     Pipeline,
-    change_statements,
-    fill,
     iceberg_figures,
+    load,
+    make_changes,
     mysql_figures,
     spark_session,
 )
@@ -79,9 +80,6 @@ INSTANCE_NAME = "benchtables"
 #: Tables of the warm-up pass (the same phases, not reported), so that the first count is not the one
 #: that warms the JVM.
 WARMUP_TABLES = 2
-CATALOG = "lake"
-#: Server options of the local instance: no fsync per commit.
-LOCAL_SETTINGS = {"innodb_buffer_pool_size": "1G", "innodb_flush_log_at_trx_commit": "2", "sync_binlog": "0"}
 
 
 @dataclass(frozen=True)
@@ -112,12 +110,11 @@ class CountFigures:
 
 
 def load_tables(server: Server, database: str, count: int, rows: int) -> list[str]:
-    """``count`` tables of ``rows`` rows in a fresh ``database`` (no binlog); their names."""
+    """``count`` tables of ``rows`` rows in a fresh ``database`` (rows without binlog); their names."""
     execute(server.admin, f"DROP DATABASE IF EXISTS {database}", f"CREATE DATABASE {database}")
     tables = [f"{database}.t_{number:04d}" for number in range(count)]
     for table in tables:
-        execute(server.admin, "SET SESSION sql_log_bin = 0", CREATE_TABLE.format(table=table))
-        fill(server.admin, table, rows)
+        load(server.admin, table, rows)
     return tables
 
 
@@ -171,9 +168,7 @@ def run_count(
 
     rng = random.Random(options.seed + count)
     keys = [Keys(table, options.rows, random.Random(rng.random())) for table in tables]
-    statements = [statement for table_keys in keys for statement in change_statements(table_keys, options.changes)]
-    rng.shuffle(statements)
-    execute(server.admin, *statements)
+    make_changes(server.admin, keys, options.changes, rng)
     started = time.perf_counter()
     window_id, ops = pipeline.capture(server.cdc, 2)
     capture_s = time.perf_counter() - started

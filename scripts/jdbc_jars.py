@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from debian_packages import fetch_debian_package
-from jar_tools import CACHE_ROOT, JarAssemblyError
+from jar_tools import CACHE_ROOT, JarAssemblyError, jar_has
 
 PACKAGE = "libmariadb-java"
 MEMBER = "usr/share/java/mariadb-java-client.jar"
@@ -40,9 +39,8 @@ def ensure_jdbc_driver(dest: Path | None = None) -> Path:
     with (root / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # tests of two workers may ask at once
         jar = fetch_debian_package(PACKAGE, root, MEMBER).resolve()
-    with zipfile.ZipFile(jar) as archive:
-        if DRIVER_CLASS not in archive.namelist():
-            raise JarAssemblyError(f"{jar} holds no {DRIVER_CLASS}.\n  What to do: delete {root} and run again.")
+    if not jar_has(jar, DRIVER_CLASS):
+        raise JarAssemblyError(f"{jar} holds no {DRIVER_CLASS}.\n  What to do: delete {root} and run again.")
     return jar
 
 

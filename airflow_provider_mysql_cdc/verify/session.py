@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -47,8 +46,7 @@ def verify_session(
     if not secrets:
         return builder.getOrCreate()
     given = os.environ.get("PYSPARK_SUBMIT_ARGS")
-    with contextlib.ExitStack() as cleanup:
-        path = cleanup.enter_context(secret_properties_file(secrets, spark_defaults_path(os.environ)))
+    with secret_properties_file(secrets, spark_defaults_path(os.environ)) as path:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {shlex.quote(path)} {given or 'pyspark-shell'}"
         try:
             return builder.getOrCreate()

@@ -38,7 +38,6 @@ from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.operators.apply import SparkApplyOperator, apply_spark_conf
 from airflow_provider_mysql_cdc.verify.child import SparkSettings, run_verify_child
 from testbed.object_store import LocalObjectStore, ObjectStoreAddress
-from tests.conftest import SHORT_LIVED_JVM
 from tests.exactness.comparison import compare_table, describe_differences
 from tests.exactness.iceberg_reader import IcebergContents, read_iceberg_metadata
 from tests.integration.snapshot_pipeline import SnapshotPipeline
@@ -49,14 +48,9 @@ from tests.spark_session import iceberg_jars, load_script_module
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
-SPARK_CONF = {
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,
-}
+#: The driver on the loopback address; the UI, shuffle partitions and JVM options come from the test
+#: suite's ``spark-defaults.conf`` (``TEST_SPARK_DEFAULTS``), which the private properties file starts with.
+SPARK_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
 
 def jdbc_driver() -> Path:
