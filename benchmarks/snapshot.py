@@ -27,6 +27,12 @@ What it measures, in one run on one table:
    127.0.0.1 (TLS as offered; password in ``MYSQL_PWD``, never on the command line) into a file; the
    clock covers the whole ``mysqldump`` process.
 
+4. **Wire limit** (phase ``wire``): how fast one MySQL client reads the table at all. The bundled
+   ``mysql`` client with ``--quick --batch --skip-column-names`` runs ``SELECT * FROM bench.snap`` as
+   the admin account over TCP (TLS as offered) into a file, one tab-separated line per row (values
+   are escaped, so a line is a row); the clock covers the whole process. A snapshot reading all
+   chunks on one connection could not be faster than this, though parallel chunk readers can.
+
 ``peak_rss_mb`` is the largest peak RSS (``getrusage(RUSAGE_SELF).ru_maxrss``) of the snapshot's
 processes: every worker and the coordinator report their own, the per-process figures are printed on
 an earlier line. ``mysqldump``'s own peak RSS (from ``wait4``) is printed on an earlier line too.
@@ -37,7 +43,7 @@ The benchmark fails (exit code 1) unless both saw exactly N rows: the chunk resu
 add up to N, and the Parquet files listed by the table manifest
 (``{staging}/bench/snapshots/{snapshot_id}/bench.snap/_manifest.json``, via each chunk's manifest)
 must hold N rows with ids adding up to N(N+1)/2; the dump's ``INSERT`` tuples are counted and their
-ids summed the same way.
+ids summed the same way; the wire read's lines are counted and their first fields summed.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-snapshot``; see
 :mod:`testbed.mysql`)::
@@ -54,7 +60,10 @@ The server needs the settings listed in docs/connection.md (GTIDs, ROW binlog, F
 
 The last line printed is always::
 
-    snapshot rows=<n> rows_per_s=<x> mysqldump_rows_per_s=<y> ratio=<x/y> peak_rss_mb=<m> max_lock_ms=<l>
+    snapshot rows=<n> rows_per_s=<x> mysqldump_rows_per_s=<y> ratio=<x/y> wire_rows_per_s=<w>
+    of_wire=<x/w> peak_rss_mb=<m> max_lock_ms=<l>
+
+(one line; ``of_wire`` is the snapshot's rate over the wire read's).
 """
 
 from __future__ import annotations
@@ -371,6 +380,46 @@ def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str
     }
 
 
+def wire_argv(admin: MySqlConnectionConfig) -> list[str]:
+    """The bundled ``mysql`` client reading every row of ``bench.snap`` as fast as it can print it."""
+    return [
+        *tool_argv("mysql"),
+        "--no-defaults",
+        f"--character-sets-dir={charsets_dir()}",
+        "--protocol=TCP",
+        f"--host={admin.host}",
+        f"--port={admin.port}",
+        f"--user={admin.user}",
+        "--quick",
+        "--batch",
+        "--skip-column-names",
+        f"--execute=SELECT * FROM {DATABASE}.{TABLE}",
+    ]
+
+
+def wire_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
+    """Time ``mysql --quick`` reading the table into ``result_file``; then count its rows."""
+    env = tool_env()
+    env["MYSQL_PWD"] = admin.password
+    with result_file.open("wb") as output, tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        completed = subprocess.run(
+            wire_argv(admin), check=False, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=errors
+        )
+        seconds = time.perf_counter() - started
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace")
+    if completed.returncode != 0:
+        raise BenchmarkError(f"mysql --quick failed with exit code {completed.returncode}: {stderr.strip()}")
+    rows = 0
+    id_sum = 0
+    with result_file.open("rb") as lines:
+        for line in lines:
+            rows += 1
+            id_sum += int(line.split(b"\t", 1)[0])
+    return {"rows": rows, "id_sum": id_sum, "seconds": seconds}
+
+
 # -- checks -------------------------------------------------------------------------------------
 
 
@@ -436,6 +485,12 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
             flush=True,
         )
         Path(scratch, "dump.sql").unlink()
+        wire = wire_phase(server.admin, Path(scratch) / "wire.tsv")
+        if wire["rows"] != rows or wire["id_sum"] != expected_id_sum:
+            raise BenchmarkError(f"mysql --quick read {wire['rows']} rows (id sum {wire['id_sum']}), expected {rows}")
+        wire_rate = rows / wire["seconds"]
+        print(f"wire (mysql --quick) rows={rows} seconds={wire['seconds']:.2f} rows_per_s={wire_rate:.0f}", flush=True)
+        Path(scratch, "wire.tsv").unlink()
         staging_dir = str(Path(scratch) / "staging")
         spec = {
             "host": server.cdc.host,
@@ -478,7 +533,8 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
     )
     return (
         f"snapshot rows={rows} rows_per_s={rate:.0f} mysqldump_rows_per_s={dump_rate:.0f} "
-        f"ratio={rate / dump_rate:.3f} peak_rss_mb={peak_rss:.1f} max_lock_ms={max_lock_ms:.1f}"
+        f"ratio={rate / dump_rate:.3f} wire_rows_per_s={wire_rate:.0f} of_wire={rate / wire_rate:.3f} "
+        f"peak_rss_mb={peak_rss:.1f} max_lock_ms={max_lock_ms:.1f}"
     )
 
 

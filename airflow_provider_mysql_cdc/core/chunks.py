@@ -2,7 +2,8 @@
 
 A table is split on its primary key (or a unique ``NOT NULL`` key) into half-open ranges planned
 from the data: boundary keys are sampled from the table in key order (:func:`boundary_query`, or
-:func:`next_boundary_query` repeated), :func:`plan_chunks` turns them into contiguous ranges that
+:func:`next_boundary_query` repeated) or, for a large table with a dense integer key, computed from
+its lowest and highest key (:func:`even_boundaries`); :func:`plan_chunks` turns them into contiguous ranges that
 cover the whole key space, and each range becomes a :class:`SnapshotChunk` read by its own mapped
 task with its own GTID frontier. Binlog capture later asks :func:`chunk_of` which chunk a row
 event's key falls in, to skip the events that chunk's snapshot already holds.
@@ -416,6 +417,39 @@ def boundary_query(database: str, table: str, key_columns: Sequence[str], chunk_
         f"FROM {_table(database, table)}) AS `_cdc_keys` "
         f"WHERE `_cdc_rn` > 1 AND MOD(`_cdc_rn` - 1, {every}) = 0 ORDER BY {columns}"
     )
+
+
+#: An integer key is cut into equal-width ranges (:func:`even_boundaries`) only when the table holds
+#: at least this many rows by the server's estimate: below it, reading the key's index for exact
+#: boundaries costs about a second or less (731,000 to 875,000 keys a second measured here).
+EVEN_SPLIT_MIN_ROWS = 500_000
+#: ... and only when its keys are spread at most this many times wider than that estimate (key span
+#: over rows): sparser keys are read off the index, since equal widths would give uneven chunks.
+EVEN_SPLIT_MAX_SPREAD = 10
+
+
+def even_boundaries(
+    lowest: int, highest: int, estimated_rows: int | None, chunk_rows: int
+) -> tuple[tuple[int], ...] | None:
+    """Boundaries cutting a unique integer key's values ``lowest..highest`` into equal-width ranges
+    of about ``chunk_rows`` rows each, without reading the table; None when they should be read off
+    the index instead (:func:`next_boundary_query`).
+
+    The width is ``chunk_rows`` times the spread (key span over ``estimated_rows``, the server's
+    estimate of the table's rows), and never below ``chunk_rows``: a unique key holds at most
+    ``chunk_rows`` rows in a range that narrow, however wrong the estimate. None when the estimate is
+    missing or below :data:`EVEN_SPLIT_MIN_ROWS`, or the spread is above :data:`EVEN_SPLIT_MAX_SPREAD`.
+    The boundaries only balance the chunks: any increasing boundaries cover every key once
+    (:func:`plan_chunks`).
+    """
+    every = _chunk_rows(chunk_rows)
+    if not estimated_rows or estimated_rows < EVEN_SPLIT_MIN_ROWS or highest < lowest:
+        return None
+    span = highest - lowest + 1
+    if span > EVEN_SPLIT_MAX_SPREAD * estimated_rows:
+        return None
+    width = max(every, -(-span * every // estimated_rows))
+    return tuple((boundary,) for boundary in range(lowest + width, highest + 1, width))
 
 
 def next_boundary_query(

@@ -15,6 +15,7 @@ import pymysql
 from airflow_provider_mysql_cdc.core.chunks import (
     Key,
     SnapshotChunk,
+    even_boundaries,
     next_boundary_query,
     plan_snapshot_chunks,
     quote_identifier,
@@ -31,7 +32,7 @@ from airflow_provider_mysql_cdc.errors import (
     MySqlQueryError,
     TerminalCdcError,
 )
-from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, query
+from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, query, query_value
 from airflow_provider_mysql_cdc.mysql.introspection import (
     read_server_facts,
     require_named_tables,
@@ -59,15 +60,10 @@ log = logging.getLogger(__name__)
 _CHUNKABLE_TYPES = set(INTEGER_TYPES) | {"year", "char", "varchar", "binary", "varbinary", "date", "datetime"}
 
 
-def find_key_columns(
-    connection: pymysql.connections.Connection[Any],
-    source: MySqlConnectionConfig,
-    table_name: str,
-    named: Mapping[str, Sequence[str]],
+def find_unique_key(
+    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, table_name: str
 ) -> tuple[str, ...]:
-    """The table's primary key; else its shortest unique key whose columns are all NOT NULL; else, for a
-    table without a key, the columns the user named to cut it into chunks, or () (one chunk). A table
-    without a key is replicated as a multiset of rows either way: named columns only cut chunks."""
+    """The table's primary key; else its shortest unique key whose columns are all NOT NULL; else ()."""
     database, table = split_table_name(table_name)
     rows = query(
         connection,
@@ -88,14 +84,28 @@ def find_key_columns(
         for name, columns in indexes.items()
         if not any(nullable or sub_part is not None for _, nullable, sub_part in columns)
     ]
-    if usable:
-        return min(usable)[2]
-    if table_name in named:
-        columns = tuple(named[table_name])
-        if not columns or isinstance(named[table_name], str):
-            raise ConfigurationError(f"key_columns for {table_name} must be a non-empty list of column names")
-        return columns
-    return ()
+    return min(usable)[2] if usable else ()
+
+
+def _named_key_columns(table_name: str, named: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    if table_name not in named:
+        return ()
+    columns = tuple(named[table_name])
+    if not columns or isinstance(named[table_name], str):
+        raise ConfigurationError(f"key_columns for {table_name} must be a non-empty list of column names")
+    return columns
+
+
+def find_key_columns(
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+    named: Mapping[str, Sequence[str]],
+) -> tuple[str, ...]:
+    """The table's primary key; else its shortest unique key whose columns are all NOT NULL; else, for a
+    table without a key, the columns the user named to cut it into chunks, or () (one chunk). A table
+    without a key is replicated as a multiset of rows either way: named columns only cut chunks."""
+    return find_unique_key(connection, source, table_name) or _named_key_columns(table_name, named)
 
 
 def _chunkable(table_name: str, specs: Sequence[ColumnSpec], key_columns: Sequence[str]) -> bool:
@@ -121,8 +131,12 @@ def plan_table_chunks(
     table_name: str,
     key_columns: Sequence[str],
     chunk_rows: int,
+    unique_key: bool = False,
 ) -> tuple[SnapshotChunk, ...]:
-    """Key ranges of about ``chunk_rows`` rows each, from boundaries read off the key's index."""
+    """Key ranges of about ``chunk_rows`` rows each: equal widths of a large table's unique integer key
+    (``unique_key``: ``key_columns`` are its primary or unique NOT NULL key) when its keys are dense
+    enough (:func:`~airflow_provider_mysql_cdc.core.chunks.even_boundaries`), else boundaries read off
+    the key's index."""
     database, table = split_table_name(table_name)
     if not key_columns:
         log.info("%s has no primary key or unique NOT NULL key: it is read as one chunk", table_name)
@@ -131,6 +145,11 @@ def plan_table_chunks(
     if not _chunkable(table_name, specs, key_columns):
         log.info("%s: key %s has a type chunks cannot split on; the table is one chunk", table_name, key_columns)
         return plan_snapshot_chunks(database, table, key_columns, [])
+    key_types = {spec.name: spec.mysql_type for spec in specs}
+    if unique_key and len(key_columns) == 1 and key_types[key_columns[0]] in INTEGER_TYPES:
+        even = _even_boundaries(connection, source, table_name, key_columns[0], chunk_rows)
+        if even is not None:
+            return plan_snapshot_chunks(database, table, key_columns, even)
     boundaries: list[Key] = []
     after: Key | None = None
     while True:
@@ -144,6 +163,52 @@ def plan_table_chunks(
         if not boundaries or boundaries[-1] != after:  # user-named keys may repeat a value
             boundaries.append(after)
     return plan_snapshot_chunks(database, table, key_columns, boundaries)
+
+
+def _even_boundaries(
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    table_name: str,
+    key_column: str,
+    chunk_rows: int,
+) -> tuple[tuple[int], ...] | None:
+    """Equal-width boundaries from the key's lowest and highest value and the server's row estimate
+    (InnoDB's statistics, read fresh: ``information_schema_stats_expiry = 0``), or None."""
+    database, table = split_table_name(table_name)
+    query(connection, source, "SET SESSION information_schema_stats_expiry = 0")
+    estimate = query_value(
+        connection,
+        source,
+        "SELECT TABLE_ROWS FROM information_schema.TABLES "
+        f"WHERE TABLE_SCHEMA = {connection.escape(database)} AND TABLE_NAME = {connection.escape(table)}",
+    )
+    column = quote_identifier(key_column)
+    lowest, highest = query(
+        connection,
+        source,
+        f"SELECT MIN({column}), MAX({column}) FROM {quote_identifier(database)}.{quote_identifier(table)}",
+    )[0]
+    if lowest is None or highest is None:
+        return None
+    boundaries = even_boundaries(int(lowest), int(highest), None if estimate is None else int(estimate), chunk_rows)
+    if boundaries is None:
+        log.info(
+            "%s: about %s rows with keys %s..%s: chunk boundaries are read off the key's index",
+            table_name,
+            estimate,
+            lowest,
+            highest,
+        )
+    else:
+        log.info(
+            "%s: about %s rows with keys %s..%s: %s chunks of equal key width, planned without reading the table",
+            table_name,
+            estimate,
+            lowest,
+            highest,
+            len(boundaries) + 1,
+        )
+    return boundaries
 
 
 def _snapshotted_tables(store: FrontierStore, pipeline: str) -> set[str]:
@@ -424,5 +489,8 @@ def _plan_table(
     source: MySqlConnectionConfig,
     table_name: str,
 ) -> tuple[SnapshotChunk, ...]:
-    key_columns = find_key_columns(connection, source, table_name, request.key_columns)
-    return plan_table_chunks(connection, source, table_name, key_columns, request.chunk_rows)
+    unique_key = find_unique_key(connection, source, table_name)
+    key_columns = unique_key or _named_key_columns(table_name, request.key_columns)
+    return plan_table_chunks(
+        connection, source, table_name, key_columns, request.chunk_rows, unique_key=bool(unique_key)
+    )

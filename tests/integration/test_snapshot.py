@@ -74,6 +74,63 @@ def test_a_table_is_split_into_chunks_planned_from_its_keys_and_staged_in_key_or
     assert pipeline.plan("run-2").chunks == ()
 
 
+def test_a_dense_integer_key_is_cut_into_equal_widths_and_a_sparse_one_off_its_index(
+    mysql_server: MySqlTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large tables (here: the threshold lowered to 1,000 rows) with a dense unique integer key are
+    planned from their lowest and highest key and the server's row estimate; keys too sparse for the
+    estimate are read off the index. Rows changed between the chunks, on both sides of the boundaries
+    and past the highest planned key, end up exactly as in MySQL after the window."""
+    monkeypatch.setattr("airflow_provider_mysql_cdc.core.chunks.EVEN_SPLIT_MIN_ROWS", 1_000)
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS snap_even",
+        "CREATE DATABASE snap_even",
+        "CREATE TABLE snap_even.dense (id INT UNSIGNED PRIMARY KEY, v INT)",
+        "CREATE TABLE snap_even.sparse (id BIGINT PRIMARY KEY, v INT)",
+        "SET SESSION cte_max_recursion_depth = 100000",
+        "INSERT INTO snap_even.dense WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 6000) "
+        "SELECT i + i * i DIV 6000, i FROM n",  # keys 1..12000, gaps widening: index boundaries are uneven
+        "INSERT INTO snap_even.sparse WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
+        "SELECT i * i * 1000, i FROM n",
+        "ANALYZE TABLE snap_even.dense, snap_even.sparse",
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "even", TableSelection.of("snap_even.*"), chunk_rows=1_000)
+    plan = pipeline.plan("run-1")
+    dense = [c.key_range.lower for c in plan.chunks if c.table == "dense"]
+    lowers = [key[0] for key in dense[1:] if key is not None and isinstance(key[0], int)]
+    widths = {upper - lower for lower, upper in zip([1, *lowers], lowers, strict=False)}
+    assert dense[0] is None and len(lowers) == len(dense) - 1, dense
+    assert len(widths) == 1 and widths.pop() >= 1_000, dense  # equal widths of at least 1,000 keys
+    assert 4 <= len(dense) <= 9, dense  # about 12,000 keys / (2 keys a row * 1,000 rows)
+
+    arguments = plan.mapped_arguments()
+    first = pipeline.run_chunk("run-1", arguments[0])
+    boundary = lowers[0]
+    keys = {i + i * i // 6000 for i in range(1, 6001)}
+    below = [key for key in range(boundary - 20, boundary) if key not in keys]
+    above = [key for key in range(boundary, boundary + 20) if key not in keys]
+    moved = min(key for key in keys if key > boundary + 1)
+    mysql_server.execute(
+        f"UPDATE snap_even.dense SET v = -v WHERE id BETWEEN {boundary - 30} AND {boundary + 30}",
+        f"DELETE FROM snap_even.dense WHERE id IN (1, {boundary}, 12000)",
+        f"INSERT INTO snap_even.dense VALUES ({below[0]}, 1), ({above[0]}, 2), (12001, 3), (4000000000, 4)",
+        f"UPDATE snap_even.dense SET id = {below[1]} WHERE id = {moved}",  # a key moved across the boundary
+        "UPDATE snap_even.sparse SET v = -v WHERE id < 2000000",
+    )
+    results = [first, *(pipeline.run_chunk("run-1", argument) for argument in arguments[1:])]
+    sparse_rows = [r.rows for r in results if r.table_name == "snap_even.sparse"]
+    assert sparse_rows == [1_000, 1_000, 1_000]  # boundaries read off the index: exactly chunk_rows each
+    window = pipeline.capture("run-1")
+    for table in ("snap_even.dense", "snap_even.sparse"):
+        state = replay(
+            pipeline.snapshot_rows("000001", table),
+            [pipeline.window_rows(window.window_id, table)],
+            ["id"],
+            ["id", "v"],
+        )
+        assert state == source_state(mysql_server, table, ["id"], ["id", "v"]), table
+
+
 def test_capture_waits_for_an_unfinished_snapshot(mysql_server: MySqlTestServer, tmp_path: Path) -> None:
     mysql_server.execute(
         "DROP DATABASE IF EXISTS snap_wait",

@@ -13,12 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_provider_mysql_cdc.core.chunks import (
+    EVEN_SPLIT_MAX_SPREAD,
+    EVEN_SPLIT_MIN_ROWS,
     Key,
     KeyRange,
     SnapshotChunk,
     boundary_query,
     chunk_of,
     compare_keys,
+    even_boundaries,
     key_order,
     next_boundary_query,
     plan_chunks,
@@ -401,3 +404,69 @@ def test_next_boundary_query() -> None:
         "ORDER BY `a`, `b` LIMIT 1 OFFSET 500",
         [7, 7, b"k"],
     )
+
+
+# --- equal-width boundaries of a dense integer key ----------------------------------------------
+
+
+def test_even_boundaries_of_a_dense_key_are_the_boundaries_the_index_would_give() -> None:
+    rows = 1_000_000
+    assert even_boundaries(1, rows, rows, 250_000) == ((250_001,), (500_001,), (750_001,))
+    # the same from any start, and with an estimate too high (never narrower than chunk_rows)
+    assert even_boundaries(-500, rows - 501, rows, 250_000) == ((249_500,), (499_500,), (749_500,))
+    assert even_boundaries(1, rows, int(rows * 1.05), 250_000) == ((250_001,), (500_001,), (750_001,))
+    # an estimate too low widens the ranges by as much
+    assert even_boundaries(1, rows, int(rows * 0.95), 250_000) == ((263_159,), (526_317,), (789_475,))
+
+
+def test_even_boundaries_widen_with_the_spread_of_the_keys() -> None:
+    # every 4th key used: ranges four times as wide hold about chunk_rows rows each
+    assert even_boundaries(4, 4_000_000, 1_000_000, 250_000) == ((1_000_004,), (2_000_004,), (3_000_004,))
+
+
+@given(
+    lowest=st.integers(-(2**63), 2**63),
+    span=st.integers(1, 2**40),
+    estimate=st.integers(EVEN_SPLIT_MIN_ROWS, 2**36),
+    chunk_rows=st.integers(1, 2_000_000),
+)
+def test_even_boundaries_cover_the_keys_in_ranges_at_least_chunk_rows_wide(
+    lowest: int, span: int, estimate: int, chunk_rows: int
+) -> None:
+    span = min(span, chunk_rows * 1_000)  # at most 1,000 chunks to check
+    highest = lowest + span - 1
+    boundaries = even_boundaries(lowest, highest, estimate, chunk_rows)
+    if span > EVEN_SPLIT_MAX_SPREAD * estimate:
+        assert boundaries is None
+        return
+    assert boundaries is not None
+    values = [lowest, *(b[0] for b in boundaries)]
+    widths = {upper - lower for lower, upper in itertools.pairwise(values)}
+    assert len(widths) <= 1 and all(width >= chunk_rows for width in widths)
+    assert all(lowest < b[0] <= highest for b in boundaries)
+    assert highest - values[-1] < (widths.pop() if widths else span)  # the last range is not wider than the others
+    ranges = plan_chunks(list(boundaries))
+    for value in (lowest, highest, *(b[0] + step for b in boundaries[:3] + boundaries[-3:] for step in (-1, 0))):
+        assert sum(1 for r in ranges if r.contains((value,))) == 1
+
+
+@pytest.mark.parametrize(
+    ("lowest", "highest", "estimate"),
+    [
+        (1, 1_000_000, None),  # no statistics
+        (1, 1_000_000, 0),
+        (1, 400_000, 400_000),  # small enough to read the index
+        (1, 10 * 600_000 + 1, 600_000),  # keys more than ten times sparser than the rows
+        (5, 4, 600_000),  # no key at all
+    ],
+)
+def test_even_boundaries_leave_the_plan_to_the_index_when_they_cannot_judge(
+    lowest: int, highest: int, estimate: int | None
+) -> None:
+    assert even_boundaries(lowest, highest, estimate, 100_000) is None
+
+
+def test_even_boundaries_of_a_span_within_one_chunk_are_none_needed() -> None:
+    assert even_boundaries(1, 250_000, 600_000, 250_000) == ()
+    with pytest.raises(ConfigurationError):
+        even_boundaries(1, 10, 600_000, 0)
