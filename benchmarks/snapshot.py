@@ -326,16 +326,24 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
 # -- the mysqldump phase ------------------------------------------------------------------------
 
 
-def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]:
-    """The bundled ``mysqldump`` (through the prefix's loader) dumping ``bench snap`` over TCP."""
+def client_argv(tool: str, admin: MySqlConnectionConfig) -> list[str]:
+    """A bundled client (through the prefix's loader) connecting as ``admin`` over TCP; the password
+    goes in ``MYSQL_PWD``, never on the command line."""
     return [
-        *tool_argv("mysqldump"),
+        *tool_argv(tool),
         "--no-defaults",  # must come first: no ~/.my.cnf
         f"--character-sets-dir={charsets_dir()}",
         "--protocol=TCP",
         f"--host={admin.host}",
         f"--port={admin.port}",
         f"--user={admin.user}",
+    ]
+
+
+def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]:
+    """The bundled ``mysqldump`` (through the prefix's loader) dumping ``bench snap`` over TCP."""
+    return [
+        *client_argv("mysqldump", admin),
         "--single-transaction",
         "--quick",
         "--skip-lock-tables",
@@ -347,21 +355,27 @@ def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]
     ]
 
 
-def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
-    """Time ``mysqldump`` (the whole process); its peak RSS comes from ``wait4``."""
+def run_client(name: str, argv: list[str], admin: MySqlConnectionConfig, stdout: Any) -> dict[str, Any]:
+    """Time a client process (the whole process) as ``admin``: seconds, peak RSS (from ``wait4``) and
+    its stderr; a failure raises :class:`BenchmarkError`."""
     env = tool_env()
     env["MYSQL_PWD"] = admin.password
-    argv = mysqldump_argv(admin, result_file)
     with tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
-        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=errors)
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=errors)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - started
-        process.returncode = os.waitstatus_to_exitcode(status)
+        returncode = os.waitstatus_to_exitcode(status)
         errors.seek(0)
-        stderr = errors.read().decode(errors="replace")
-    if process.returncode != 0:
-        raise BenchmarkError(f"mysqldump failed with exit code {process.returncode}: {stderr.strip()}")
+        stderr = errors.read().decode(errors="replace").strip()
+    if returncode != 0:
+        raise BenchmarkError(f"{name} failed with exit code {returncode}: {stderr}")
+    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024.0, "stderr": stderr}
+
+
+def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
+    """Time ``mysqldump`` (the whole process); then count the dump's rows."""
+    run = run_client("mysqldump", mysqldump_argv(admin, result_file), admin, None)
     rows = 0
     id_sum = 0
     with result_file.open("rb") as dump:
@@ -370,26 +384,13 @@ def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str
                 for match in _DUMP_TUPLE.finditer(line):
                     rows += 1
                     id_sum += int(match.group(1))
-    return {
-        "rows": rows,
-        "id_sum": id_sum,
-        "seconds": seconds,
-        "peak_rss_mb": usage.ru_maxrss / 1024.0,
-        "dump_mb": result_file.stat().st_size / 1e6,
-        "stderr": stderr.strip(),
-    }
+    return {**run, "rows": rows, "id_sum": id_sum, "dump_mb": result_file.stat().st_size / 1e6}
 
 
 def wire_argv(admin: MySqlConnectionConfig) -> list[str]:
     """The bundled ``mysql`` client reading every row of ``bench.snap`` as fast as it can print it."""
     return [
-        *tool_argv("mysql"),
-        "--no-defaults",
-        f"--character-sets-dir={charsets_dir()}",
-        "--protocol=TCP",
-        f"--host={admin.host}",
-        f"--port={admin.port}",
-        f"--user={admin.user}",
+        *client_argv("mysql", admin),
         "--quick",
         "--batch",
         "--skip-column-names",
@@ -399,25 +400,15 @@ def wire_argv(admin: MySqlConnectionConfig) -> list[str]:
 
 def wire_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
     """Time ``mysql --quick`` reading the table into ``result_file``; then count its rows."""
-    env = tool_env()
-    env["MYSQL_PWD"] = admin.password
-    with result_file.open("wb") as output, tempfile.TemporaryFile() as errors:
-        started = time.perf_counter()
-        completed = subprocess.run(
-            wire_argv(admin), check=False, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=errors
-        )
-        seconds = time.perf_counter() - started
-        errors.seek(0)
-        stderr = errors.read().decode(errors="replace")
-    if completed.returncode != 0:
-        raise BenchmarkError(f"mysql --quick failed with exit code {completed.returncode}: {stderr.strip()}")
+    with result_file.open("wb") as output:
+        run = run_client("mysql --quick", wire_argv(admin), admin, output)
     rows = 0
     id_sum = 0
     with result_file.open("rb") as lines:
         for line in lines:
             rows += 1
             id_sum += int(line.split(b"\t", 1)[0])
-    return {"rows": rows, "id_sum": id_sum, "seconds": seconds}
+    return {**run, "rows": rows, "id_sum": id_sum}
 
 
 # -- checks -------------------------------------------------------------------------------------
