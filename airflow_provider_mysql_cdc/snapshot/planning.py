@@ -176,12 +176,15 @@ def _even_boundaries(
     (InnoDB's statistics, read fresh: ``information_schema_stats_expiry = 0``), or None."""
     database, table = split_table_name(table_name)
     query(connection, source, "SET SESSION information_schema_stats_expiry = 0")
-    estimate = query_value(
-        connection,
-        source,
-        "SELECT TABLE_ROWS FROM information_schema.TABLES "
-        f"WHERE TABLE_SCHEMA = {connection.escape(database)} AND TABLE_NAME = {connection.escape(table)}",
-    )
+    try:
+        estimate = query_value(
+            connection,
+            source,
+            "SELECT TABLE_ROWS FROM information_schema.TABLES "
+            f"WHERE TABLE_SCHEMA = {connection.escape(database)} AND TABLE_NAME = {connection.escape(table)}",
+        )
+    finally:  # live statistics cost a table open each: only for this one table
+        query(connection, source, "SET SESSION information_schema_stats_expiry = DEFAULT")
     column = quote_identifier(key_column)
     lowest, highest = query(
         connection,
