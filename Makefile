@@ -73,14 +73,16 @@ lint: venv
 TEST_WORKERS ?= 2
 # One process with MYSQL_CDC_EXTERNAL_URL: the workers would create the same databases on that one server.
 PYTEST_WORKERS = $(if $(or $(filter 0,$(TEST_WORKERS)),$(MYSQL_CDC_EXTERNAL_URL)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+# The slowest tests and fixtures of a run, listed after its summary (where the suite's time goes).
+PYTEST_DURATIONS = --durations=25 --durations-min=5
 # The tests marked `long` (scenarios of many runs through Airflow's services and REST API, several
 # Airflow homes, the catalogue through the example DAG: about 40 minutes of work) are `make test-long`'s.
 test: venv mysql-install object-store-install jars lint
-	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) -m "not long" || rc=$$?; \
+	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_DURATIONS) -m "not long" || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-long: venv mysql-install object-store-install jars
-	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) -m long || rc=$$?; \
+	@rc=0; $(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_DURATIONS) -m long || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-long: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # The floors of pyproject.toml (constraints/constraints-lowest-3.11.txt) in a venv of their own, with
