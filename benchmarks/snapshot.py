@@ -33,6 +33,11 @@ What it measures, in one run on one table:
    are escaped, so a line is a row); the clock covers the whole process. A snapshot reading all
    chunks on one connection could not be faster than this, though parallel chunk readers can.
 
+``client_cpu_s`` and ``server_cpu_s`` on each phase's line are the CPU seconds (user + system) of its
+client processes (the chunk workers' own work, the tool's from ``wait4``) and of ``mysqld`` (from
+``/proc``; ``n/a`` with ``--mysql-url``): on two cores, their sum against two cores' worth of the
+phase's seconds shows whether the machine or the server's one reading thread is the limit.
+
 ``peak_rss_mb`` is the largest peak RSS (``getrusage(RUSAGE_SELF).ru_maxrss``) of the snapshot's
 processes: every worker and the coordinator report their own, the per-process figures are printed on
 an earlier line. ``mysqldump``'s own peak RSS (from ``wait4``) is printed on an earlier line too.
@@ -73,6 +78,7 @@ import json
 import multiprocessing
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -222,7 +228,7 @@ def _worker_init(spec: dict[str, Any], ready: Any) -> None:
 
     store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
     store.ensure_schema()
-    _WORKER.update(request=_snapshot_request(spec), config=cdc_config(spec), store=store)
+    _WORKER.update(request=_snapshot_request(spec), config=cdc_config(spec), store=store, cpu_start=_cpu_seconds())
     ready.wait(WORKER_START_TIMEOUT_SECONDS)
 
 
@@ -255,7 +261,14 @@ def _worker_chunk(argument: dict[str, Any]) -> dict[str, Any]:
         "retries": retries,
         "seconds": time.perf_counter() - started,
         "peak_rss_mb": peak_rss_mb(),
+        "cpu_seconds": _cpu_seconds() - _WORKER["cpu_start"],
     }
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) this process has used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def snapshot_phase(spec: dict[str, Any]) -> dict[str, Any]:
@@ -279,8 +292,10 @@ def snapshot_phase(spec: dict[str, Any]) -> dict[str, Any]:
         chunks = list(pool.imap_unordered(_worker_chunk, plan.mapped_arguments(), chunksize=1))
         seconds = time.perf_counter() - started
     worker_rss: dict[str, float] = {}
+    worker_cpu: dict[str, float] = {}
     for chunk in chunks:
         worker_rss[str(chunk["pid"])] = max(worker_rss.get(str(chunk["pid"]), 0.0), float(chunk["peak_rss_mb"]))
+        worker_cpu[str(chunk["pid"])] = max(worker_cpu.get(str(chunk["pid"]), 0.0), float(chunk["cpu_seconds"]))
     return {
         "snapshot_id": plan.snapshot_id,
         "chunk_count": len(plan.chunks),
@@ -291,6 +306,7 @@ def snapshot_phase(spec: dict[str, Any]) -> dict[str, Any]:
         "plan_seconds": planned - started,
         "baseline_rss_mb": baseline,
         "worker_peak_rss_mb": worker_rss,
+        "client_cpu_seconds": sum(worker_cpu.values()),
         "peak_rss_mb": 0.0,
     }
 
@@ -324,6 +340,22 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- the mysqldump phase ------------------------------------------------------------------------
+
+
+def server_cpu_seconds(admin: MySqlConnectionConfig) -> float | None:
+    """CPU seconds (user + system) the server process has used so far, from ``/proc``; None when the
+    server is not a process of this machine (``--mysql-url``) or ``/proc`` cannot be read."""
+    pid_file = execute(admin, "SELECT @@pid_file")[0][0]
+    try:
+        pid = int(Path(str(pid_file)).read_text().split()[0])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def _cpu_delta(before: float | None, after: float | None) -> str:
+    return "n/a" if before is None or after is None else f"{after - before:.2f}"
 
 
 def client_argv(tool: str, admin: MySqlConnectionConfig) -> list[str]:
@@ -370,7 +402,12 @@ def run_client(name: str, argv: list[str], admin: MySqlConnectionConfig, stdout:
         stderr = errors.read().decode(errors="replace").strip()
     if returncode != 0:
         raise BenchmarkError(f"{name} failed with exit code {returncode}: {stderr}")
-    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024.0, "stderr": stderr}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024.0,
+        "stderr": stderr,
+    }
 
 
 def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
@@ -465,22 +502,31 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
     )
     expected_id_sum = rows * (rows + 1) // 2
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as scratch:
+        cpu_before = server_cpu_seconds(server.admin)
         dump = mysqldump_phase(server.admin, Path(scratch) / "dump.sql")
+        cpu_dump = server_cpu_seconds(server.admin)
         if dump["rows"] != rows or dump["id_sum"] != expected_id_sum:
             raise BenchmarkError(f"the dump holds {dump['rows']} rows (id sum {dump['id_sum']}), expected {rows}")
         dump_rate = rows / dump["seconds"]
         print(
             f"mysqldump rows={dump['rows']} seconds={dump['seconds']:.2f} rows_per_s={dump_rate:.0f} "
-            f"dump_mb={dump['dump_mb']:.1f} peak_rss_mb={dump['peak_rss_mb']:.1f}"
+            f"dump_mb={dump['dump_mb']:.1f} peak_rss_mb={dump['peak_rss_mb']:.1f} "
+            f"client_cpu_s={dump['cpu_seconds']:.2f} server_cpu_s={_cpu_delta(cpu_before, cpu_dump)}"
             + (f" stderr={dump['stderr']!r}" if dump["stderr"] else ""),
             flush=True,
         )
         Path(scratch, "dump.sql").unlink()
+        cpu_before = server_cpu_seconds(server.admin)
         wire = wire_phase(server.admin, Path(scratch) / "wire.tsv")
+        cpu_wire = server_cpu_seconds(server.admin)
         if wire["rows"] != rows or wire["id_sum"] != expected_id_sum:
             raise BenchmarkError(f"mysql --quick read {wire['rows']} rows (id sum {wire['id_sum']}), expected {rows}")
         wire_rate = rows / wire["seconds"]
-        print(f"wire (mysql --quick) rows={rows} seconds={wire['seconds']:.2f} rows_per_s={wire_rate:.0f}", flush=True)
+        print(
+            f"wire (mysql --quick) rows={rows} seconds={wire['seconds']:.2f} rows_per_s={wire_rate:.0f} "
+            f"client_cpu_s={wire['cpu_seconds']:.2f} server_cpu_s={_cpu_delta(cpu_before, cpu_wire)}",
+            flush=True,
+        )
         Path(scratch, "wire.tsv").unlink()
         staging_dir = str(Path(scratch) / "staging")
         spec = {
@@ -494,7 +540,9 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
             "chunk_rows": chunk_rows,
             "fetch_rows": fetch_rows,
         }
+        cpu_before = server_cpu_seconds(server.admin)
         snapshot = run_phase(SCRIPT, "snapshot", spec)
+        server_cpu_snapshot = _cpu_delta(cpu_before, server_cpu_seconds(server.admin))
         if snapshot["rows"] != rows or any(chunk["reused"] for chunk in snapshot["chunks"]):
             raise BenchmarkError(f"the snapshot staged {snapshot['rows']} rows, expected {rows}")
         files, parquet_mb = check_staging(staging_dir, snapshot, rows)
@@ -519,7 +567,8 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
         f"seconds={snapshot['seconds']:.2f} plan_seconds={snapshot['plan_seconds']:.2f} "
         f"chunk_seconds_min/max={min(chunk_seconds):.2f}/{max(chunk_seconds):.2f} "
         f"coordinator_peak_rss_mb={snapshot['peak_rss_mb']:.1f} worker_peak_rss_mb=[{worker_rss}] "
-        f"rss_after_imports_mb={snapshot['baseline_rss_mb']:.1f}",
+        f"rss_after_imports_mb={snapshot['baseline_rss_mb']:.1f} "
+        f"client_cpu_s={snapshot['client_cpu_seconds']:.2f} server_cpu_s={server_cpu_snapshot}",
         flush=True,
     )
     return (
