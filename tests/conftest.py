@@ -132,6 +132,7 @@ LONGEST_MODULES = (
     "test_bad_input.py",
     "test_failover.py",
     "test_secrets.py",
+    "test_catalogs.py",
     "test_object_store.py",
     "test_verify_exact.py",
     "test_spark_cluster.py",
