@@ -52,7 +52,8 @@ with ``rewrite_data_files`` so the table is laid out by it. ``--no-key-filter`` 
 key filter, as the apply did before it had one (every key of the target is shuffled). They are for
 comparisons; the default run measures the tables and the apply as the package creates and runs them.
 
-Spark runs in this process: ``local[2]`` (``--spark-cores``), ``spark.sql.shuffle.partitions`` 4, the
+Spark runs in this process: ``local[2]`` (``--spark-cores``), ``spark.sql.shuffle.partitions`` 4
+(``--shuffle-partitions``; the apply job leaves Spark's default), the
 Iceberg runtime jars from ``scripts/iceberg_jars.py`` on ``spark.jars`` before the JVM starts, a
 Hadoop catalog ``lake``, driver bound to 127.0.0.1 and no UI.
 
@@ -113,6 +114,8 @@ if TYPE_CHECKING:
     from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
 
 DATABASE = "bench"
+#: ``spark.sql.shuffle.partitions`` of the benchmark's session (small: local mode on two cores).
+DEFAULT_SHUFFLE_PARTITIONS = 4
 INSTANCE_NAME = "benchapply"
 PIPELINE_PREFIX = "benchapply"
 CATALOG = "lake"
@@ -343,7 +346,9 @@ def apply_window(spark: SparkSession, pipeline: Pipeline, window_id: int) -> Tab
 # -- Spark --------------------------------------------------------------------------------------
 
 
-def spark_session(scratch: Path, cores: int, driver_memory: str) -> SparkSession:
+def spark_session(
+    scratch: Path, cores: int, driver_memory: str, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS
+) -> SparkSession:
     """A local SparkSession with Iceberg's extensions and a Hadoop catalog in ``scratch``."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -366,7 +371,7 @@ def spark_session(scratch: Path, cores: int, driver_memory: str) -> SparkSession
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(cores))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(scratch / "spark-local"))
@@ -483,6 +488,7 @@ class Options:
     bucket: int | None
     key_filter: bool
     rounds: int
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS
 
 
 COMMIT_FIGURES = (
@@ -587,7 +593,7 @@ def benchmark(server: Server, options: Options) -> str:
         keys, pipelines = prepare(server, options, scratch)
         seconds = make_changes(server.admin, list(keys.values()), options.warmup_changes, rng)
         print(f"warm-up changes per_table={options.warmup_changes} seconds={seconds:.1f}", flush=True)
-        spark = spark_session(scratch, options.spark_cores, options.driver_memory)
+        spark = spark_session(scratch, options.spark_cores, options.driver_memory, options.shuffle_partitions)
         try:
             if not options.key_filter:
                 stack.enter_context(without_key_filter())
@@ -647,13 +653,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--bucket", type=int, help="partition the targets by bucket(N, id) after the warm-up")
     parser.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=DEFAULT_SHUFFLE_PARTITIONS,
+        help=f"spark.sql.shuffle.partitions (default {DEFAULT_SHUFFLE_PARTITIONS}; Spark's own default is 200)",
+    )
+    parser.add_argument(
         "--no-key-filter",
         dest="key_filter",
         action="store_false",
         help="MERGE without the key filter (as the apply did before it had one), for comparisons",
     )
     args = parser.parse_args(argv)
-    for name in ("small_rows", "large_rows", "changes", "warmup_changes", "spark_cores", "rounds"):
+    for name in (
+        "small_rows",
+        "large_rows",
+        "changes",
+        "warmup_changes",
+        "spark_cores",
+        "rounds",
+        "shuffle_partitions",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.bucket is not None and args.bucket < 1:
@@ -670,6 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         bucket=args.bucket,
         key_filter=args.key_filter,
         rounds=args.rounds,
+        shuffle_partitions=args.shuffle_partitions,
     )
     return int(
         print_summary(local_server(args.instance, LOCAL_SETTINGS, args.port), lambda server: benchmark(server, options))
