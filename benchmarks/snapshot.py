@@ -83,6 +83,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -448,6 +449,32 @@ def wire_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any
     return {**run, "rows": rows, "id_sum": id_sum}
 
 
+def client_phase(
+    label: str,
+    phase: Callable[[MySqlConnectionConfig, Path], dict[str, Any]],
+    admin: MySqlConnectionConfig,
+    result_file: Path,
+    rows: int,
+) -> float:
+    """Run a client's phase with mysqld's CPU measured around it, check that it read every row once,
+    print its line and delete its file; its rows per second."""
+    before = server_cpu_seconds(admin)
+    result = phase(admin, result_file)
+    server_cpu = _cpu_delta(before, server_cpu_seconds(admin))
+    result_file.unlink()
+    if result["rows"] != rows or result["id_sum"] != rows * (rows + 1) // 2:
+        raise BenchmarkError(f"{label} read {result['rows']} rows (id sum {result['id_sum']}), expected {rows}")
+    rate = rows / float(result["seconds"])
+    print(
+        f"{label} rows={rows} seconds={result['seconds']:.2f} rows_per_s={rate:.0f} "
+        + (f"dump_mb={result['dump_mb']:.1f} " if "dump_mb" in result else "")
+        + f"peak_rss_mb={result['peak_rss_mb']:.1f} client_cpu_s={result['cpu_seconds']:.2f} server_cpu_s={server_cpu}"
+        + (f" stderr={result['stderr']!r}" if result["stderr"] else ""),
+        flush=True,
+    )
+    return rate
+
+
 # -- checks -------------------------------------------------------------------------------------
 
 
@@ -500,34 +527,9 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
         f"load rows={rows} statements={statements} seconds={load_seconds:.1f} table_data_mb={table_mb:.1f}",
         flush=True,
     )
-    expected_id_sum = rows * (rows + 1) // 2
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as scratch:
-        cpu_before = server_cpu_seconds(server.admin)
-        dump = mysqldump_phase(server.admin, Path(scratch) / "dump.sql")
-        cpu_dump = server_cpu_seconds(server.admin)
-        if dump["rows"] != rows or dump["id_sum"] != expected_id_sum:
-            raise BenchmarkError(f"the dump holds {dump['rows']} rows (id sum {dump['id_sum']}), expected {rows}")
-        dump_rate = rows / dump["seconds"]
-        print(
-            f"mysqldump rows={dump['rows']} seconds={dump['seconds']:.2f} rows_per_s={dump_rate:.0f} "
-            f"dump_mb={dump['dump_mb']:.1f} peak_rss_mb={dump['peak_rss_mb']:.1f} "
-            f"client_cpu_s={dump['cpu_seconds']:.2f} server_cpu_s={_cpu_delta(cpu_before, cpu_dump)}"
-            + (f" stderr={dump['stderr']!r}" if dump["stderr"] else ""),
-            flush=True,
-        )
-        Path(scratch, "dump.sql").unlink()
-        cpu_before = server_cpu_seconds(server.admin)
-        wire = wire_phase(server.admin, Path(scratch) / "wire.tsv")
-        cpu_wire = server_cpu_seconds(server.admin)
-        if wire["rows"] != rows or wire["id_sum"] != expected_id_sum:
-            raise BenchmarkError(f"mysql --quick read {wire['rows']} rows (id sum {wire['id_sum']}), expected {rows}")
-        wire_rate = rows / wire["seconds"]
-        print(
-            f"wire (mysql --quick) rows={rows} seconds={wire['seconds']:.2f} rows_per_s={wire_rate:.0f} "
-            f"client_cpu_s={wire['cpu_seconds']:.2f} server_cpu_s={_cpu_delta(cpu_before, cpu_wire)}",
-            flush=True,
-        )
-        Path(scratch, "wire.tsv").unlink()
+        dump_rate = client_phase("mysqldump", mysqldump_phase, server.admin, Path(scratch) / "dump.sql", rows)
+        wire_rate = client_phase("wire (mysql --quick)", wire_phase, server.admin, Path(scratch) / "wire.tsv", rows)
         staging_dir = str(Path(scratch) / "staging")
         spec = {
             "host": server.cdc.host,
