@@ -79,6 +79,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kilobytes
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) this process has used (``getrusage(RUSAGE_SELF)``)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @contextlib.contextmanager
 def local_server(name: str, settings: Mapping[str, str], port: int | None = None) -> Iterator[Server]:
     """A fresh local MySQL instance ``name`` with server options ``settings`` on ``port`` (default: a free

@@ -78,7 +78,6 @@ import json
 import multiprocessing
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -97,6 +96,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
     BenchmarkError,
     Server,
     cdc_config,
+    cpu_seconds,
     execute,
     existing_server,
     local_server,
@@ -109,6 +109,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 from airflow_provider_mysql_cdc.snapshot.defaults import DEFAULT_CHUNK_ROWS, DEFAULT_FETCH_ROWS  # noqa: E402
 from testbed.mysql import charsets_dir, tool_argv, tool_env  # noqa: E402
+from testbed.mysql.process import read_pid  # noqa: E402
 
 DATABASE = "bench"
 TABLE = "snap"
@@ -229,7 +230,7 @@ def _worker_init(spec: dict[str, Any], ready: Any) -> None:
 
     store = FrontierStore.from_url(f"sqlite:///{spec['store_path']}")
     store.ensure_schema()
-    _WORKER.update(request=_snapshot_request(spec), config=cdc_config(spec), store=store, cpu_start=_cpu_seconds())
+    _WORKER.update(request=_snapshot_request(spec), config=cdc_config(spec), store=store, cpu_start=cpu_seconds())
     ready.wait(WORKER_START_TIMEOUT_SECONDS)
 
 
@@ -262,14 +263,8 @@ def _worker_chunk(argument: dict[str, Any]) -> dict[str, Any]:
         "retries": retries,
         "seconds": time.perf_counter() - started,
         "peak_rss_mb": peak_rss_mb(),
-        "cpu_seconds": _cpu_seconds() - _WORKER["cpu_start"],
+        "cpu_seconds": cpu_seconds() - _WORKER["cpu_start"],
     }
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds (user + system) this process has used."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def snapshot_phase(spec: dict[str, Any]) -> dict[str, Any]:
@@ -346,11 +341,12 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
 def server_cpu_seconds(admin: MySqlConnectionConfig) -> float | None:
     """CPU seconds (user + system) the server process has used so far, from ``/proc``; None when the
     server is not a process of this machine (``--mysql-url``) or ``/proc`` cannot be read."""
-    pid_file = execute(admin, "SELECT @@pid_file")[0][0]
+    pid = read_pid(Path(str(execute(admin, "SELECT @@pid_file")[0][0])))
+    if pid is None:
+        return None
     try:
-        pid = int(Path(str(pid_file)).read_text().split()[0])
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, ValueError, IndexError):
+    except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
