@@ -1,4 +1,4 @@
-"""DDL and TRUNCATE inside a snapshot's hand-off range.
+"""DDL and TRUNCATE inside a snapshot's hand-off range (chunks read off the index, and equal-width chunks).
 
 A chunked snapshot reads each chunk at its own frontier, so a statement committed while the snapshot
 runs is in the frontiers of the chunks read after it and not in those read before. The capture skips
@@ -15,6 +15,7 @@ provider, never differ silently.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,3 +179,69 @@ def test_ddl_and_truncate_while_a_chunked_snapshot_runs_end_exact(
     else:
         # Every chunk of every table holds the change: the capture skips it, nothing is re-built.
         assert waited == {}
+
+
+def test_equal_width_chunks_with_dml_and_ddl_between_them_end_exact(
+    mysql_server: MySqlTestServer, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks planned as equal key widths (the size threshold lowered to 1,000 rows) hand off like chunks
+    read off the index: rows changed between the first chunk and the others, on both sides of its
+    boundary, and an ADD COLUMN in one table (which has that table re-built) end exactly as in MySQL."""
+    monkeypatch.setattr("airflow_provider_mysql_cdc.core.chunks.EVEN_SPLIT_MIN_ROWS", 1_000)
+    database = "snap_even_ddl"
+    pipeline = ExactnessPipeline(mysql_server, spark, tmp_path, database, [database], chunk_rows=500)
+    tables = ("dml", "ddl")
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS `{database}`",
+        f"CREATE DATABASE `{database}`",
+        "SET SESSION cte_max_recursion_depth = 10000",
+        *(
+            statement
+            for table in tables
+            for statement in (
+                f"CREATE TABLE `{database}`.`{table}` ({COLUMNS})",
+                f"INSERT INTO `{database}`.`{table}` WITH RECURSIVE k (i) AS "
+                "(SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 3000) "
+                "SELECT i + i * i DIV 3000, CONCAT('v', i), i FROM k",  # keys 1..6000, gaps widening
+                f"ANALYZE TABLE `{database}`.`{table}`",
+            )
+        ),
+    )
+    plan = pipeline.engine.plan(f"{pipeline.name}-snapshot")
+    boundaries: dict[str, list[int]] = {}
+    for table in tables:
+        lowers = [c.key_range.lower for c in plan.chunks if c.table == table]
+        boundaries[table] = [key[0] for key in lowers[1:] if key is not None and isinstance(key[0], int)]
+        widths = {upper - lower for lower, upper in itertools.pairwise(boundaries[table])}
+        assert lowers[0] is None and len(boundaries[table]) == len(lowers) - 1 >= 3, lowers
+        assert len(widths) == 1, lowers  # equal key widths (the index would give widening ones)
+    arguments = plan.mapped_arguments()
+    first = [a for a in arguments if a["chunk"]["chunk_no"] == 0]
+    for argument in first:
+        pipeline.engine.run_chunk(f"{pipeline.name}-snapshot", argument)
+    edge = boundaries["dml"][0]
+    for table in tables:
+        t = f"`{database}`.`{table}`"
+        mysql_server.execute(
+            *([f"ALTER TABLE {t} ADD COLUMN extra INT NOT NULL DEFAULT 7"] if table == "ddl" else []),
+            f"UPDATE {t} SET v = CONCAT(v, '~') WHERE id BETWEEN {edge - 20} AND {edge + 20}",
+            f"DELETE FROM {t} WHERE id IN (1, {edge}, 6000)",
+            f"INSERT INTO {t} (id, v, n) VALUES (6001, 'past the highest key', 0), (0, 'below the lowest', 0)",
+            f"UPDATE {t} SET id = -id WHERE id = (SELECT * FROM (SELECT MIN(id) FROM {t} WHERE id > {edge}) AS m)",
+        )
+    for argument in [a for a in arguments if a["chunk"]["chunk_no"] != 0]:
+        pipeline.engine.run_chunk(f"{pipeline.name}-snapshot", argument)
+    waited: dict[str, str] = {}
+    stop = None
+    try:
+        for number in range(3):
+            pipeline.check_window()
+            waited.update({name: f"window {pipeline.windows[-1].window_id}" for name in pipeline.rebuilding})
+            if number == 0:
+                pipeline.sql(
+                    *(f"UPDATE `{database}`.`{table}` SET n = n + 1 WHERE id < {edge + 5}" for table in tables)
+                )
+    except WindowStopped as stopped:
+        stop = stopped
+    pipeline.finish(stop)
+    assert waited == {f"{database}.ddl": "window 1"}
