@@ -143,6 +143,8 @@ class TableApplier:
         self._window_cache: dict[int, StagingManifest | None] = {}
         #: Files of this table per window whose checksums were verified (the changelog reuses them).
         self._verified_window_files: dict[int, list[tuple[str, StagedFile]]] = {}
+        #: Tables seen to exist during this apply (a table is never dropped by it, so the answer holds).
+        self._existing_tables: set[str] = set()
 
     # -- staging ------------------------------------------------------------------------------------
 
@@ -272,12 +274,17 @@ class TableApplier:
         return 0 if snapshot is None else int(dict(snapshot.summary()).get("total-records", 0))
 
     def _exists(self, name: str) -> bool:
+        """Whether the catalog has the table; asked once per table that exists (``DESCRIBE TABLE`` costs
+        a catalog round trip, and a step asks up to six times), every time for one that does not yet."""
+        if name in self._existing_tables:
+            return True
         try:
             self.spark.sql(f"DESCRIBE TABLE {name}").collect()
         except Exception as exc:
             if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
                 return False
             raise
+        self._existing_tables.add(name)
         return True
 
     def read_state(self, target: str | None = None) -> AppliedState | None:
