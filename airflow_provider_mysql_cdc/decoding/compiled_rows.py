@@ -222,34 +222,51 @@ def _column_lines(source: _Source, column: Any, spec: ColumnSpec, var: str) -> l
         return [
             "n = d[p] | d[p + 1] << 8 | d[p + 2] << 16; p += 3",
             f"try: {var} = _DATE(n >> 9, (n >> 5) & 15, n & 31)",
-            f"except ValueError: {var} = _IV(f'{{n >> 9:04d}}-{{(n >> 5) & 15:02d}}-{{n & 31:02d}}')",
+            "except ValueError:",
+            f"    {var} = _IV(f'{{n >> 9:04d}}-{{(n >> 5) & 15:02d}}-{{n & 31:02d}}')",
+            *_indented(_invalid_lines(spec, var)),
         ]
     if type_ == FIELD_TYPE.DATETIME2:
         fsp = int(column.fsp)
         size = (fsp + 1) // 2
         multiplier = (10_000, 100, 1)[(fsp - 1) // 2] if size else 0
+        read = (  # 5 fixed bytes and the fraction's: 8 bytes (fsp 5, 6) are one struct read
+            f"{source.name('_U', struct.Struct('>Q').unpack_from)}(d, p)[0]"
+            if size == 3
+            else f"_from_bytes(d[p:p + {5 + size}], 'big')"
+        )
         return [
-            f"n = _from_bytes(d[p:p + {5 + size}], 'big'); p += {5 + size}",
+            f"n = {read}; p += {5 + size}",
             f"us = (n & {(1 << 8 * size) - 1:#x}) * {multiplier}; n = (n >> {8 * size}) - 0x8000000000"
             if size
             else "us = 0; n -= 0x8000000000",
             "ymd = n >> 17; hms = n & 0x1FFFF; ym = ymd >> 5",
             f"try: {var} = _DT(ym // 13, ym % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, us)",
-            f"except ValueError: {var} = _dt_invalid("
+            "except ValueError:",
+            f"    {var} = _dt_invalid("
             f"(ym // 13, ym % 13, ymd & 31), (hms >> 12, (hms >> 6) & 63, hms & 63), us, {fsp})",
+            *_indented(_invalid_lines(spec, var)),
         ]
     if type_ == FIELD_TYPE.TIMESTAMP2:
         fsp = int(column.fsp)
         size, micros = _fraction_lines(fsp, "p + 4")
         zero = source.name("_ZTS", InvalidValue("0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else "")))
+        seconds = source.name("_U", struct.Struct(">I").unpack_from)
         return [
-            f"n = _from_bytes(d[p:p + 4], 'big'); us = {micros}; p += {4 + size}",
-            f"{var} = _EPOCH + _TD(0, n, us) if n else {zero}",
+            f"n = {seconds}(d, p)[0]; us = {micros}; p += {4 + size}",
+            f"if n: {var} = _EPOCH + _TD(0, n, us)",
+            "else:",
+            f"    {var} = {zero}",
+            *_indented(_invalid_lines(spec, var)),
         ]
     if type_ in (FIELD_TYPE.STRING, FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.BLOB):
         short_length = 2 if int(getattr(column, "max_length", 0) or 0) > 255 else 1
         length_size = int(column.length_size) if type_ == FIELD_TYPE.BLOB else short_length
-        length = "d[p]" if length_size == 1 else f"_from_bytes(d[p:p + {length_size}], 'little')"
+        length = (
+            ("d[p]", "d[p] | d[p + 1] << 8")[length_size - 1]
+            if length_size <= 2
+            else (f"_from_bytes(d[p:p + {length_size}], 'little')")
+        )
         lines = [f"n = {length}; p += {length_size}", f"{var} = d[p:p + n]; p += n"]
         convert = value_converter(spec)
         if spec.charset in ("utf8mb4", "utf8mb3", "utf8"):
@@ -330,16 +347,24 @@ def compile_row_decoder(columns: Sequence[Any], specs: Sequence[ColumnSpec]) -> 
 
 
 def _value_lines(source: _Source, column: Any, spec: ColumnSpec, var: str) -> list[str]:
-    """Lines reading one non-NULL value into ``var``; an invalid date ends up in the image's map."""
+    """Lines reading one non-NULL value into ``var``; an invalid date ends up in the image's map (the
+    inline readers record it where they make one, a generic reader's value is checked)."""
     lines = _column_lines(source, column, spec, var)
-    if lines is not None and column.type not in (FIELD_TYPE.DATE, FIELD_TYPE.DATETIME2, FIELD_TYPE.TIMESTAMP2):
+    if lines is not None:
         return lines
-    lines = lines if lines is not None else _generic_lines(source, column, spec, var)
+    return [*_generic_lines(source, column, spec, var), *_invalid_lines(spec, var)]
+
+
+def _invalid_lines(spec: ColumnSpec, var: str) -> list[str]:
+    """Lines moving an :class:`InvalidValue` in ``var`` to the image's ``_cdc_invalid_values`` map."""
     return [
-        *lines,
         f"if {var}.__class__ is _IV:",
         f"    inv = inv or {{}}; inv[{spec.name!r}] = str({var}); {var} = None",
     ]
+
+
+def _indented(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
 
 
 def _struct_runs(columns: Sequence[Any]) -> list[list[int]]:
