@@ -10,11 +10,17 @@ What it measures, in one run on one binlog:
 2. **Library alone** (phase ``library``): ``pymysqlreplication.BinLogStreamReader`` with
    ``auto_position`` = that frontier and ``only_events=[WriteRowsEvent]``, reading every row's values
    (``for row in event.rows: row["values"]``) until all N rows were read. Replica server id 4200001.
-3. **Capture** (phase ``capture``): ``capture_window`` with ``CutoffRule.CATCH_UP``, a fresh SQLite
+3. **mysqlbinlog** (the limit): the bundled ``mysqlbinlog`` reads the same binlog from the server as
+   the ``cdc`` account after the same frontier (``--read-from-remote-source=BINLOG-DUMP-GTIDS
+   --exclude-gtids``, as the capture asks for it) and prints every row as pseudo-SQL (``--verbose
+   --base64-output=DECODE-ROWS``) into a file; the clock covers the whole process. It is MySQL's own
+   C++ decoder of the same events: what a reader in Python would have to match. Its rows are counted
+   and their ids summed from the file afterwards (not timed).
+4. **Capture** (phase ``capture``): ``capture_window`` with ``CutoffRule.CATCH_UP``, a fresh SQLite
    ``FrontierStore`` and staging in temporary directories, the pipeline's initial frontier = the
    frontier above; it reads the binlog, decodes and converts every row and writes Parquet (zstd),
    then publishes the manifest. Replica server id 4200002. Both readers use the ``cdc`` account.
-4. **Content check** (not timed): the same ``capture_window`` once more, with every row event decoded
+5. **Content check** (not timed): the same ``capture_window`` once more, with every row event decoded
    by python-mysql-replication plus this provider's fixes (the path the compiled row decoders
    replace; forced in that child process by making ``row_images`` hand no event to them). Its staged
    Parquet must equal the timed capture's: same files, schemas and values, batch by batch.
@@ -26,10 +32,10 @@ the store's schema and the connection settings are prepared before the clock sta
 covers opening the stream through the last row (library) or the whole ``capture_window`` call
 (capture: planning, reading, Parquet, manifest, frontier update).
 
-The benchmark fails (exit code 1) unless both readers saw exactly N rows: the library loop counts
-rows and sums the ``id`` values; for the capture, the manifest's op counts, the Parquet files' row
-counts and the staged ``id`` values are checked; and unless the content check finds the staged
-Parquet equal to the reference capture's.
+The benchmark fails (exit code 1) unless the three readers saw exactly N rows: the library loop and
+mysqlbinlog's output give the rows and the sum of their ``id`` values; for the capture, the manifest's
+op counts, the Parquet files' row counts and the staged ``id`` values are checked; and unless the
+content check finds the staged Parquet equal to the reference capture's.
 
 Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-capture``; see
 :mod:`testbed.mysql`)::
@@ -43,11 +49,13 @@ and re-created; the ``cdc`` account is created if missing, password from
 ``MYSQL_CDC_TEST_CDC_PASSWORD``, default ``cdc-test-pw``). The server needs the settings listed in
 docs/connection.md (GTIDs, ROW binlog, FULL row image and metadata).
 
-The last line printed is always::
+The last line printed is always (one line)::
 
     capture rows=<n> rows_per_s=<x> library_rows_per_s=<y> ratio=<x/y> peak_rss_mb=<m>
+        mysqlbinlog_rows_per_s=<z> of_mysqlbinlog=<x/z>
 
-where ``peak_rss_mb`` is the capture phase's peak RSS; the library's peak RSS is on an earlier line.
+where ``peak_rss_mb`` is the capture phase's peak RSS; the library's peak RSS and mysqlbinlog's
+figures (CPU seconds of the client and of mysqld) are on earlier lines.
 """
 
 from __future__ import annotations
@@ -67,13 +75,17 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]
     BenchmarkError,
     Server,
     cdc_config,
+    client_argv,
+    cpu_delta_text,
     execute,
     existing_server,
     local_server,
     peak_rss_mb,
     print_summary,
+    run_client,
     run_phase,
     run_phase_child,
+    server_cpu_seconds,
 )
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
@@ -234,6 +246,43 @@ def capture_phase(spec: dict[str, Any], *, profile: bool = False, library_decodi
     }
 
 
+def mysqlbinlog_argv(cdc: MySqlConnectionConfig, frontier: str, first_log: str) -> list[str]:
+    """The bundled ``mysqlbinlog`` reading the binlog from the server as ``cdc`` after ``frontier``
+    (``COM_BINLOG_DUMP_GTID``, as the capture does), every row as pseudo-SQL (``--verbose``) and no
+    base64 copy of the events."""
+    return [
+        *client_argv("mysqlbinlog", cdc),
+        "--read-from-remote-source=BINLOG-DUMP-GTIDS",
+        f"--exclude-gtids={frontier}",
+        "--verbose",
+        "--base64-output=DECODE-ROWS",
+        "--to-last-log",
+        first_log,
+    ]
+
+
+def mysqlbinlog_phase(server: Server, frontier: str, result_file: Path) -> dict[str, Any]:
+    """Time ``mysqlbinlog -v`` over the window's binlog into ``result_file`` (the whole process, the
+    server's CPU around it); then count the rows it printed and sum their ids."""
+    first_log = str(execute(server.admin, "SHOW BINARY LOGS")[0][0])
+    cpu_before = server_cpu_seconds(server.admin)
+    with result_file.open("wb") as output:
+        run = run_client("mysqlbinlog", mysqlbinlog_argv(server.cdc, frontier, first_log), server.cdc, output)
+    run["server_cpu_s"] = cpu_delta_text(cpu_before, server_cpu_seconds(server.admin))
+    rows = 0
+    id_sum = 0
+    expect_id = False
+    with result_file.open("rb") as printed:
+        for line in printed:
+            if line.startswith(f"### INSERT INTO `{DATABASE}`.`{TABLE}`".encode()):
+                rows += 1
+                expect_id = True
+            elif expect_id and line.startswith(b"###   @1="):
+                id_sum += int(line[9:])
+                expect_id = False
+    return {**run, "rows": rows, "id_sum": id_sum, "output_mb": result_file.stat().st_size / 1e6}
+
+
 # -- checks -------------------------------------------------------------------------------------
 
 
@@ -319,6 +368,20 @@ def benchmark(server: Server, rows: int, profile: bool) -> str:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as scratch:
+        printed = mysqlbinlog_phase(server, frontier, Path(scratch) / "mysqlbinlog.txt")
+        (Path(scratch) / "mysqlbinlog.txt").unlink()
+        if printed["rows"] != rows or printed["id_sum"] != expected_id_sum:
+            raise BenchmarkError(
+                f"mysqlbinlog printed {printed['rows']} rows (id sum {printed['id_sum']}), expected {rows}"
+            )
+        mysqlbinlog_rate = rows / printed["seconds"]
+        print(
+            f"mysqlbinlog rows={rows} seconds={printed['seconds']:.2f} rows_per_s={mysqlbinlog_rate:.0f} "
+            f"output_mb={printed['output_mb']:.1f} peak_rss_mb={printed['peak_rss_mb']:.1f} "
+            f"client_cpu_s={printed['cpu_seconds']:.2f} server_cpu_s={printed['server_cpu_s']}"
+            + (f" stderr={printed['stderr']!r}" if printed["stderr"] else ""),
+            flush=True,
+        )
         staging_dir = str(Path(scratch) / "staging")
         spec = {
             **reader,
@@ -368,7 +431,8 @@ def benchmark(server: Server, rows: int, profile: bool) -> str:
     )
     return (
         f"capture rows={rows} rows_per_s={rate:.0f} library_rows_per_s={library_rate:.0f} "
-        f"ratio={rate / library_rate:.3f} peak_rss_mb={capture['peak_rss_mb']:.1f}"
+        f"ratio={rate / library_rate:.3f} peak_rss_mb={capture['peak_rss_mb']:.1f} "
+        f"mysqlbinlog_rows_per_s={mysqlbinlog_rate:.0f} of_mysqlbinlog={rate / mysqlbinlog_rate:.3f}"
     )
 
 

@@ -14,6 +14,8 @@ import resource
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +34,13 @@ from testbed.mysql import (  # noqa: E402
     DEFAULT_CDC_PASSWORD,
     LocalMySQL,
     LocalMySQLError,
+    charsets_dir,
     install,
     parse_server_url,
+    tool_argv,
+    tool_env,
 )
+from testbed.mysql.process import read_pid  # noqa: E402
 
 #: How long one phase (a child interpreter) may run.
 PHASE_TIMEOUT_SECONDS = 3_600
@@ -165,3 +171,67 @@ def print_summary(server_context: contextlib.AbstractContextManager[Server], ben
     sys.stderr.flush()
     print(summary, flush=True)
     return 0
+
+
+# -- MySQL's own clients and the server's CPU ------------------------------------------------------
+
+
+def server_cpu_seconds(admin: MySqlConnectionConfig) -> float | None:
+    """CPU seconds (user + system) the server process has used so far, from ``/proc``; None when the
+    server is not a process of this machine (``--mysql-url``) or ``/proc`` cannot be read."""
+    pid = read_pid(Path(str(execute(admin, "SELECT @@pid_file")[0][0])))
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def cpu_delta_text(before: float | None, after: float | None) -> str:
+    """``after - before`` as text, or ``n/a`` when either is unknown."""
+    return "n/a" if before is None or after is None else f"{after - before:.2f}"
+
+
+def client_argv(tool: str, admin: MySqlConnectionConfig) -> list[str]:
+    """A bundled client (through the prefix's loader) connecting as ``admin`` over TCP, reading no
+    option file (:func:`run_client` swaps ``--no-defaults`` for a file holding the password)."""
+    return [
+        *tool_argv(tool),
+        "--no-defaults",  # must come first: no ~/.my.cnf
+        f"--character-sets-dir={charsets_dir()}",
+        "--protocol=TCP",
+        f"--host={admin.host}",
+        f"--port={admin.port}",
+        f"--user={admin.user}",
+    ]
+
+
+def run_client(name: str, argv: list[str], admin: MySqlConnectionConfig, stdout: Any) -> dict[str, Any]:
+    """Time a client process (the whole process) of :func:`client_argv` as ``admin``: seconds, CPU
+    seconds and peak RSS (from ``wait4``) and its stderr; a failure raises :class:`BenchmarkError`.
+    The password reaches the client in an option file only this user can read (``--defaults-file``,
+    in place of ``--no-defaults``): never on its command line or in its environment."""
+    if "--no-defaults" not in argv:
+        raise BenchmarkError(f"{name}: the command line does not come from client_argv()")
+    with tempfile.TemporaryDirectory(prefix="bench-client-") as private, tempfile.TemporaryFile() as errors:
+        options = Path(private) / "client.cnf"
+        options.touch(mode=0o600)
+        options.write_text(f"[client]\npassword={admin.password}\n")
+        argv = [f"--defaults-file={options}" if arg == "--no-defaults" else arg for arg in argv]
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, env=tool_env(), stdin=subprocess.DEVNULL, stdout=stdout, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace").strip()
+    if returncode != 0:
+        raise BenchmarkError(f"{name} failed with exit code {returncode}: {stderr}")
+    return {
+        "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024.0,
+        "stderr": stderr,
+    }

@@ -24,8 +24,8 @@ What it measures, in one run on one table:
 3. **mysqldump** (phase ``mysqldump``): the bundled ``mysqldump`` (run through the MySQL prefix's
    loader, see :mod:`testbed.mysql`) with ``--single-transaction --quick --skip-lock-tables
    --set-gtid-purged=OFF --no-tablespaces`` dumps ``bench snap`` as the admin account over TCP to
-   127.0.0.1 (TLS as offered; password in ``MYSQL_PWD``, never on the command line) into a file; the
-   clock covers the whole ``mysqldump`` process.
+   127.0.0.1 (TLS as offered; the password in a private option file, never on the command line or in
+   the environment) into a file; the clock covers the whole ``mysqldump`` process.
 
 4. **Wire limit** (phase ``wire``): how fast one MySQL client reads the table at all. The bundled
    ``mysql`` client with ``--quick --batch --skip-column-names`` runs ``SELECT * FROM bench.snap`` as
@@ -78,7 +78,6 @@ import json
 import multiprocessing
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,20 +95,22 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
     BenchmarkError,
     Server,
     cdc_config,
+    client_argv,
+    cpu_delta_text,
     cpu_seconds,
     execute,
     existing_server,
     local_server,
     peak_rss_mb,
     print_summary,
+    run_client,
     run_phase,
     run_phase_child,
+    server_cpu_seconds,
 )
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
 from airflow_provider_mysql_cdc.snapshot.defaults import DEFAULT_CHUNK_ROWS, DEFAULT_FETCH_ROWS  # noqa: E402
-from testbed.mysql import charsets_dir, tool_argv, tool_env  # noqa: E402
-from testbed.mysql.process import read_pid  # noqa: E402
 
 DATABASE = "bench"
 TABLE = "snap"
@@ -338,37 +339,6 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
 # -- the mysqldump phase ------------------------------------------------------------------------
 
 
-def server_cpu_seconds(admin: MySqlConnectionConfig) -> float | None:
-    """CPU seconds (user + system) the server process has used so far, from ``/proc``; None when the
-    server is not a process of this machine (``--mysql-url``) or ``/proc`` cannot be read."""
-    pid = read_pid(Path(str(execute(admin, "SELECT @@pid_file")[0][0])))
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
-def _cpu_delta(before: float | None, after: float | None) -> str:
-    return "n/a" if before is None or after is None else f"{after - before:.2f}"
-
-
-def client_argv(tool: str, admin: MySqlConnectionConfig) -> list[str]:
-    """A bundled client (through the prefix's loader) connecting as ``admin`` over TCP; the password
-    goes in ``MYSQL_PWD``, never on the command line."""
-    return [
-        *tool_argv(tool),
-        "--no-defaults",  # must come first: no ~/.my.cnf
-        f"--character-sets-dir={charsets_dir()}",
-        "--protocol=TCP",
-        f"--host={admin.host}",
-        f"--port={admin.port}",
-        f"--user={admin.user}",
-    ]
-
-
 def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]:
     """The bundled ``mysqldump`` (through the prefix's loader) dumping ``bench snap`` over TCP."""
     return [
@@ -382,29 +352,6 @@ def mysqldump_argv(admin: MySqlConnectionConfig, result_file: Path) -> list[str]
         DATABASE,
         TABLE,
     ]
-
-
-def run_client(name: str, argv: list[str], admin: MySqlConnectionConfig, stdout: Any) -> dict[str, Any]:
-    """Time a client process (the whole process) as ``admin``: seconds, peak RSS (from ``wait4``) and
-    its stderr; a failure raises :class:`BenchmarkError`."""
-    env = tool_env()
-    env["MYSQL_PWD"] = admin.password
-    with tempfile.TemporaryFile() as errors:
-        started = time.perf_counter()
-        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=errors)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - started
-        returncode = os.waitstatus_to_exitcode(status)
-        errors.seek(0)
-        stderr = errors.read().decode(errors="replace").strip()
-    if returncode != 0:
-        raise BenchmarkError(f"{name} failed with exit code {returncode}: {stderr}")
-    return {
-        "seconds": seconds,
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mb": usage.ru_maxrss / 1024.0,
-        "stderr": stderr,
-    }
 
 
 def mysqldump_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any]:
@@ -456,7 +403,7 @@ def client_phase(
     print its line and delete its file; its rows per second."""
     before = server_cpu_seconds(admin)
     result = phase(admin, result_file)
-    server_cpu = _cpu_delta(before, server_cpu_seconds(admin))
+    server_cpu = cpu_delta_text(before, server_cpu_seconds(admin))
     result_file.unlink()
     if result["rows"] != rows or result["id_sum"] != rows * (rows + 1) // 2:
         raise BenchmarkError(f"{label} read {result['rows']} rows (id sum {result['id_sum']}), expected {rows}")
@@ -540,7 +487,7 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
         }
         cpu_before = server_cpu_seconds(server.admin)
         snapshot = run_phase(SCRIPT, "snapshot", spec)
-        server_cpu_snapshot = _cpu_delta(cpu_before, server_cpu_seconds(server.admin))
+        server_cpu_snapshot = cpu_delta_text(cpu_before, server_cpu_seconds(server.admin))
         if snapshot["rows"] != rows or any(chunk["reused"] for chunk in snapshot["chunks"]):
             raise BenchmarkError(f"the snapshot staged {snapshot['rows']} rows, expected {rows}")
         files, parquet_mb = check_staging(staging_dir, snapshot, rows)
