@@ -163,7 +163,8 @@ def mysql_cdc_pipeline(
     * ``verify`` (:class:`MySqlCdcVerifyOperator`, unless ``verify_sample_fraction`` is None) compares a
       seeded sample of each table's key ranges with MySQL as of one GTID set and fails the run on a
       difference; tables it cannot verify yet (a snapshot still loading) are reported, not failed.
-      Its Spark driver runs in the worker (``verify_kwargs``: ``spark_master``, ``row_budget``...).
+      Its Spark driver runs in the worker (``verify_kwargs``: ``spark_master``, ``row_budget``,
+      ``warm_spark_idle_timeout`` to keep it up between runs...).
     * ``maintenance`` (only with ``maintenance=timedelta(...)``; :class:`IcebergMaintenanceOperator`) after
       the apply (and verify): compacts data files, rewrites position deletes, expires snapshots (keeping
       the newest apply commit) and removes orphan files of the pipeline's targets, in the run whose data

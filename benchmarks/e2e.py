@@ -41,10 +41,12 @@ What it measures, in one run, with Airflow on SQLite and Spark in local mode:
    operator's bookkeeping.
 
 With ``--warm-spark SECONDS`` every run's environment sets ``MYSQL_CDC_WARM_SPARK_SECONDS`` (and
-``TMPDIR`` to a folder of the Airflow home, where the service's socket, pid file and log go): the
-first run's apply starts a warm Spark service (:mod:`airflow_provider_mysql_cdc.apply.warm_service`),
-the timed run's apply sends its spec to it, and the benchmark stops it at the end (``stopped warm Spark
-services [<pid>]``). The timed run's ``apply`` then has no spark-submit, JVM or session start in it.
+``TMPDIR`` to a folder of the Airflow home, where the services' sockets, pid files and logs go): the
+first run's apply starts a warm Spark service (:mod:`airflow_provider_mysql_cdc.apply.warm_service`)
+and its verify a warm verify service (:class:`~airflow_provider_mysql_cdc.verify.child.WarmVerifyClient`),
+the timed run's apply and verify send their requests to them, and the benchmark stops both at the end
+(``stopped warm Spark services [<pid>, <pid>]``). The timed run's ``apply`` and ``verify`` then have
+no spark-submit, JVM or session start in them.
 
 6. **A run without a change** (after the checks below): a third ``airflow dags test`` process, no change
    made since the timed run, so its window 3 holds no row of the table. Its apply task reads the
@@ -766,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="keep the apply's Spark driver warm between runs (MYSQL_CDC_WARM_SPARK_SECONDS of the example DAG)",
+        help="keep the apply's and the verify's Spark drivers warm between runs (MYSQL_CDC_WARM_SPARK_SECONDS)",
     )
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

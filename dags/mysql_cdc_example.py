@@ -15,9 +15,9 @@ Connections: ``mysql_cdc_default`` (``AIRFLOW_CONN_MYSQL_CDC_DEFAULT`` works) an
 comes from Maven, or from the jar files listed (comma-separated) in ``MYSQL_CDC_ICEBERG_JARS`` on
 machines without Maven access (plus Hadoop's S3A jars for S3). With ``MYSQL_CDC_OBJECT_STORE_CONN_ID``
 naming an Airflow ``aws`` connection, ``staging_uri`` and ``warehouse`` may be ``s3://`` URIs. With
-``MYSQL_CDC_WARM_SPARK_SECONDS`` the apply keeps its Spark driver warm between runs that long. Override
-params per run with ``--conf '{"tables": [...], "cutoff": "catch_up"}'``; snapshot a table again with
-``--conf '{"resnapshot": ["demo.orders"]}'``.
+``MYSQL_CDC_WARM_SPARK_SECONDS`` the apply and the verify keep their Spark drivers warm between runs
+that long. Override params per run with ``--conf '{"tables": [...], "cutoff": "catch_up"}'``; snapshot
+a table again with ``--conf '{"resnapshot": ["demo.orders"]}'``.
 """
 
 from __future__ import annotations
@@ -52,12 +52,14 @@ with DAG(
     # Staging and warehouse on S3 (``make demo STORAGE=s3``): an Airflow ``aws`` connection named here; the
     # sampled verify does not read S3 staging yet, so it is left out then.
     object_store_conn_id = os.environ.get("MYSQL_CDC_OBJECT_STORE_CONN_ID") or None
-    # Keep the apply's Spark driver warm between runs for this many seconds (SparkApplyOperator's
-    # warm_spark_idle_timeout); unset or 0: one spark-submit per run.
+    # Keep the apply's and the verify's Spark drivers warm between runs for this many seconds (their
+    # warm_spark_idle_timeout); unset or 0: one spark-submit and one verify process per run.
     warm_spark_seconds = float(os.environ.get("MYSQL_CDC_WARM_SPARK_SECONDS") or 0)
+    warm = {"warm_spark_idle_timeout": timedelta(seconds=warm_spark_seconds)} if warm_spark_seconds else None
     mysql_cdc_pipeline(
         jars=os.environ.get("MYSQL_CDC_ICEBERG_JARS") or None,
         object_store_conn_id=object_store_conn_id,
         verify_sample_fraction=None if object_store_conn_id else 0.1,
-        apply_kwargs={"warm_spark_idle_timeout": timedelta(seconds=warm_spark_seconds)} if warm_spark_seconds else None,
+        apply_kwargs=warm,
+        verify_kwargs=warm,
     )

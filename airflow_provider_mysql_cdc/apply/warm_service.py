@@ -97,15 +97,18 @@ def private_folder(folder: Path) -> Path:
     return folder
 
 
-def service_key(command: Sequence[str], environment: Mapping[str, str]) -> str:
+def service_key(command: Sequence[str], environment: Mapping[str, str], startup: bytes = b"") -> str:
     """A name for the service of ``command`` (spark-submit's argv without the application's arguments):
     the properties file's path is replaced by a digest of its content (its keys; the file itself is
-    temporary), and the Python the driver runs counts too."""
+    temporary), and the Python the driver runs counts too, as does what the service reads on its stdin
+    when it starts (``startup``, by digest)."""
     parts = list(command)
     for index, part in enumerate(parts[:-1]):
         if part == _PROPERTIES_FLAG:
             parts[index + 1] = "sha256:" + hashlib.sha256(Path(parts[index + 1]).read_bytes()).hexdigest()
     parts += [environment.get("PYSPARK_PYTHON", ""), environment.get("PYSPARK_DRIVER_PYTHON", "")]
+    if startup:
+        parts.append("startup:" + hashlib.sha256(startup).hexdigest())
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
@@ -130,12 +133,16 @@ def _lines(connection: socket.socket) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-class WarmApplyClient:
-    """Runs apply specs in the warm service of ``command`` (started when none listens).
+class WarmServiceClient:
+    """Sends requests to the warm service of ``command`` (started when none listens).
 
-    ``command`` is spark-submit's argv up to and including the application (``SERVICE_APPLICATION``),
-    ``environment`` the driver's environment; ``idle_seconds`` how long the service waits for the next
-    request before it stops."""
+    ``command`` is the service's argv without ``--socket`` and ``--idle-seconds`` (which the client adds),
+    ``environment`` its environment; ``idle_seconds`` how long the service waits for the next request
+    before it stops; ``startup`` what a starting service reads on its stdin (settings that must stay off
+    its argv and environment), which also tells services apart."""
+
+    #: What the service is, in messages.
+    kind = "warm Spark service"
 
     def __init__(
         self,
@@ -144,8 +151,9 @@ class WarmApplyClient:
         environment: Mapping[str, str],
         idle_seconds: float,
         start_timeout: float = DEFAULT_START_TIMEOUT,
+        startup: bytes = b"",
     ) -> None:
-        self.paths = ServicePaths(private_folder(folder), service_key(command, environment))
+        self.paths = ServicePaths(private_folder(folder), service_key(command, environment, startup))
         if len(os.fsencode(self.paths.socket)) > _SOCKET_PATH_LIMIT:
             raise ConfigurationError(
                 f"the warm Spark folder {folder} is too deep for a Unix socket ({self.paths.socket} is longer than "
@@ -155,27 +163,29 @@ class WarmApplyClient:
         self.environment = dict(environment)
         self.idle_seconds = idle_seconds
         self.start_timeout = start_timeout
+        self.startup = startup
 
-    def run(self, spec_uri: str, say: Callable[[str], None]) -> int:
-        """Apply the spec at ``spec_uri``; ``say`` gets the job's log lines. Returns the job's exit code;
-        raises :class:`TransientCdcError` when the service went away before it answered."""
+    def exchange(self, message: Mapping[str, Any], say: Callable[[str], None], what: str) -> dict[str, Any]:
+        """Send one request; ``say`` gets the log lines the service streams back. Returns its answer (the
+        first message that is not a log line); raises :class:`TransientCdcError` when the service went
+        away before it answered (``what``: the request, for that message)."""
         connection = self._connection(say)
         with connection:
-            connection.sendall((json.dumps({"spec": spec_uri}) + "\n").encode())
-            for message in _lines(connection):
-                if "log" in message:
-                    say(str(message["log"]))
-                elif "exit_code" in message:
-                    return int(message["exit_code"])
+            connection.sendall((json.dumps(message) + "\n").encode())
+            for answer in _lines(connection):
+                if "log" in answer:
+                    say(str(answer["log"]))
+                else:
+                    return answer
         raise TransientCdcError(
-            f"the warm Spark service {self.paths.socket} ended before it answered for {spec_uri} (its log: "
-            f"{self.paths.log}); the retry applies the windows again, in a new service"
+            f"the {self.kind} {self.paths.socket} ended before it answered for {what} (its log: "
+            f"{self.paths.log}); the retry runs it again, in a new service"
         )
 
     def _connection(self, say: Callable[[str], None]) -> socket.socket:
         connection = _connect(self.paths.socket)
         if connection is not None:
-            say(f"warm Spark service {self.paths.key}: reused")
+            say(f"{self.kind} {self.paths.key}: reused")
             return connection
         with self.paths.lock.open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time; a waiting client then finds it
@@ -193,29 +203,43 @@ class WarmApplyClient:
             process = subprocess.Popen(
                 argv,
                 env=self.environment,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if self.startup else subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # outlives the task's process group
             )
-        say(f"warm Spark service {self.paths.key}: starting (pid {process.pid}, log {self.paths.log})")
+        if process.stdin is not None:
+            with process.stdin, contextlib.suppress(BrokenPipeError):
+                process.stdin.write(self.startup)
+        say(f"{self.kind} {self.paths.key}: starting (pid {process.pid}, log {self.paths.log})")
         while time.monotonic() - started < self.start_timeout:
             connection = _connect(self.paths.socket)
             if connection is not None:
-                say(f"warm Spark service {self.paths.key}: listening after {time.monotonic() - started:.1f} s")
+                say(f"{self.kind} {self.paths.key}: listening after {time.monotonic() - started:.1f} s")
                 return connection
             if process.poll() is not None:
                 raise TransientCdcError(
-                    f"the warm Spark service exited with code {process.returncode} before it listened; its log: "
+                    f"the {self.kind} exited with code {process.returncode} before it listened; its log: "
                     f"{self.paths.log}"
                 )
             time.sleep(_POLL_SECONDS)
         process.kill()
         process.wait()
         raise TransientCdcError(
-            f"the warm Spark service did not listen within {self.start_timeout:.0f} s and was stopped; its log: "
+            f"the {self.kind} did not listen within {self.start_timeout:.0f} s and was stopped; its log: "
             f"{self.paths.log}"
         )
+
+
+class WarmApplyClient(WarmServiceClient):
+    """Runs apply specs in the warm service of ``command``: spark-submit's argv up to and including the
+    application (:data:`SERVICE_APPLICATION`)."""
+
+    def run(self, spec_uri: str, say: Callable[[str], None]) -> int:
+        """Apply the spec at ``spec_uri``; ``say`` gets the job's log lines. Returns the job's exit code;
+        raises :class:`TransientCdcError` when the service went away before it answered."""
+        answer = self.exchange({"spec": spec_uri}, say, spec_uri)
+        return int(answer.get("exit_code", 1))
 
 
 def stop_services(folder: Path, timeout: float = 60.0) -> list[int]:
@@ -270,17 +294,23 @@ class _ConnectionLog(logging.Handler):
             self.send({"log": self.format(record)})
 
 
-def _serve_request(spark: SparkSession, request: dict[str, Any], send: Callable[[dict[str, Any]], None]) -> bool:
-    """Run one request; returns False when the service must stop afterwards."""
-    from airflow_provider_mysql_cdc.apply.spark_job import apply_in_session, read_submitted_spec
-
-    if request.get("stop"):
-        send({"stopping": True})
-        return False
+@contextlib.contextmanager
+def package_log_to(send: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    """While inside, the package's log records go to a request's client too."""
     handler = _ConnectionLog(send)
     package = logging.getLogger("airflow_provider_mysql_cdc")
     package.addHandler(handler)
     try:
+        yield
+    finally:
+        package.removeHandler(handler)
+
+
+def _serve_request(spark: SparkSession, request: dict[str, Any], send: Callable[[dict[str, Any]], None]) -> bool:
+    """Run one apply request; returns False when the service must stop afterwards."""
+    from airflow_provider_mysql_cdc.apply.spark_job import apply_in_session, read_submitted_spec
+
+    with package_log_to(send):
         try:
             config = read_submitted_spec(str(request["spec"]))
         except (KeyError, MySqlCdcError) as exc:
@@ -298,8 +328,6 @@ def _serve_request(spark: SparkSession, request: dict[str, Any], send: Callable[
             return False
         send({"exit_code": code})
         return True
-    finally:
-        package.removeHandler(handler)
 
 
 def _unlink_own(socket_path: Path, bound: int) -> None:
@@ -331,13 +359,16 @@ def _requests(listener: socket.socket, socket_path: Path, bound: int, idle_secon
         yield connection
 
 
-def serve(socket_path: Path, idle_seconds: float) -> int:
-    """The service's loop: one request at a time until ``idle_seconds`` pass without one, a stop request,
-    or an error that may have broken the session."""
-    from pyspark.sql import SparkSession
-
+def serve(
+    socket_path: Path,
+    idle_seconds: float,
+    spark: SparkSession,
+    handle: Callable[[SparkSession, dict[str, Any], Callable[[dict[str, Any]], None]], bool] = _serve_request,
+) -> int:
+    """The service's loop: ``handle`` serves one request at a time (it returns False when the service must
+    stop: a stop request, or an error that may have broken the session) until ``idle_seconds`` pass
+    without one. The session is stopped at the end."""
     paths = ServicePaths(socket_path.parent, socket_path.name.removesuffix(".sock"))
-    spark = SparkSession.builder.appName("mysql-cdc-apply-warm").getOrCreate()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o077)
     try:
@@ -348,7 +379,7 @@ def serve(socket_path: Path, idle_seconds: float) -> int:
     listener.listen(64)
     own_pid = f"{os.getpid()}\n"
     paths.pid.write_text(own_pid)
-    log.info("warm apply service %s listening (idle timeout %.0f s)", paths.key, idle_seconds)
+    log.info("warm service %s listening (idle timeout %.0f s)", paths.key, idle_seconds)
     try:
         for connection in _requests(listener, socket_path, bound, idle_seconds):
             with connection, connection.makefile("rw", encoding="utf-8") as stream:
@@ -364,8 +395,11 @@ def serve(socket_path: Path, idle_seconds: float) -> int:
                 except ValueError:
                     request = None
                 if not isinstance(request, dict):
-                    send({"exit_code": 2})
-                elif not _serve_request(spark, request, send):
+                    send({"exit_code": 2, "error_class": "ConfigurationError", "message": "not a JSON request"})
+                elif request.get("stop"):
+                    send({"stopping": True})
+                    return 0
+                elif not handle(spark, request, send):
                     return 0
         return 0
     finally:
@@ -393,7 +427,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--socket", required=True, type=Path)
     parser.add_argument("--idle-seconds", required=True, type=float)
     options = parser.parse_args(arguments)
-    return serve(options.socket, options.idle_seconds)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName("mysql-cdc-apply-warm").getOrCreate()
+    return serve(options.socket, options.idle_seconds, spark)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -11,7 +13,12 @@ from airflow.sdk import BaseOperator, Context
 from airflow_provider_mysql_cdc.core.lineage import MySqlServer, verify_lineage
 from airflow_provider_mysql_cdc.errors import TargetDiffersError, TargetNotVerifiableError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
-from airflow_provider_mysql_cdc.operators.apply import ICEBERG_PACKAGE, apply_spark_conf
+from airflow_provider_mysql_cdc.operators.apply import (
+    ICEBERG_PACKAGE,
+    WarmSpark,
+    apply_spark_conf,
+    default_warm_spark_folder,
+)
 from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets
 from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.verify import DEFAULT_VERIFY_SERVER_ID
@@ -30,6 +37,9 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
 
     The verification runs in a child process of the task (its Spark driver too: ``spark_master``
     ``local[*]`` by default, or a cluster URL); the connection's password reaches it on stdin only.
+    With ``warm_spark_idle_timeout`` that child stays up between runs as a warm verify service (its JVM
+    and Spark session started once, like the apply's warm service), reached over a private Unix socket
+    that the password then travels on.
 
     :param pipeline: pipeline name (the targets' apply commits name it).
     :param tables: MySQL ``db.table`` names or glob patterns (``shop.*``) to verify.
@@ -52,6 +62,12 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
     :param spark_master, jars, packages, spark_conf: the Spark session (Iceberg runtime: ``jars`` paths
         or ``packages`` Maven coordinates, default the Iceberg runtime package; ``jars`` may be one
         comma-separated string, as for ``SparkApplyOperator``).
+    :param warm_spark_idle_timeout: keep the verification's process (its JVM and Spark session) running
+        between runs, stopping after this long without a verification; None (the default): a new process
+        per run. One service per set of Spark settings; stop them with ``python -m
+        airflow_provider_mysql_cdc.apply.warm_service stop <folder>``.
+    :param warm_spark_folder: the private (``0700``) folder of the warm services' sockets, pid files and
+        logs (default: ``mysql-cdc-spark-<uid>`` in the temporary directory, shared with the apply's).
     """
 
     template_fields: Sequence[str] = (
@@ -91,6 +107,8 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
         packages: Sequence[str] | None = None,
         spark_conf: Mapping[str, str] | None = None,
         replica_server_id: int = DEFAULT_VERIFY_SERVER_ID,
+        warm_spark_idle_timeout: timedelta | None = None,
+        warm_spark_folder: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -116,11 +134,16 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
         self.packages = list(packages) if packages is not None else ([] if self.jars else [ICEBERG_PACKAGE])
         self.spark_conf = dict(spark_conf or {})
         self.replica_server_id = replica_server_id
+        self.warm_spark = (
+            WarmSpark(warm_spark_idle_timeout, warm_spark_folder or default_warm_spark_folder())
+            if warm_spark_idle_timeout
+            else None
+        )
 
     @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:
         # The engine runs in a child process (its Spark driver never lives in the worker's process).
-        from airflow_provider_mysql_cdc.verify.child import SparkSettings, run_verify_child
+        from airflow_provider_mysql_cdc.verify.child import SparkSettings, WarmVerifyClient, run_verify_child
 
         source = MySqlCdcHook(mysql_cdc_conn_id=self.mysql_cdc_conn_id).get_connection_config()
         tables = [self.tables] if isinstance(self.tables, str) else list(self.tables)
@@ -142,7 +165,13 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
         }
         conf = {**apply_spark_conf(self.catalog, self.warehouse, self.catalog_conf), **self.spark_conf}
         settings = SparkSettings(self.spark_master, conf, self.jars, self.packages)
-        report = run_verify_child(source, request, settings)
+        if self.warm_spark is None:
+            report = run_verify_child(source, request, settings)
+        else:
+            client = WarmVerifyClient(
+                Path(self.warm_spark.folder), settings, self.warm_spark.idle_timeout.total_seconds()
+            )
+            report = client.verify(source, request, self.log.info)
         self._record_lineage(
             lambda: verify_lineage(
                 MySqlServer(source.host, source.port),

@@ -53,3 +53,21 @@ def test_a_folder_too_deep_for_a_unix_socket_is_refused_with_the_fix(tmp_path: P
     deep = tmp_path / ("d" * 100)
     with pytest.raises(ConfigurationError, match="shorter path"):
         WarmApplyClient(deep, ["spark-submit", SERVICE_APPLICATION], PYTHON, idle_seconds=60)
+
+
+def test_verify_services_differ_by_their_spark_settings_and_keep_them_off_argv(tmp_path: Path) -> None:
+    from airflow_provider_mysql_cdc.verify.child import SparkSettings, WarmVerifyClient
+
+    folder = tmp_path / "services"
+    secret = "catalog-password-123"
+    settings = SparkSettings("local[1]", {"spark.sql.catalog.lake.jdbc.password": secret}, ["/jars/iceberg.jar"])
+    client = WarmVerifyClient(folder, settings, idle_seconds=60, environment=PYTHON)
+    same = WarmVerifyClient(folder, settings, idle_seconds=60, environment=PYTHON)
+    other_master = SparkSettings("local[2]", settings.conf, settings.jars)
+    other = WarmVerifyClient(folder, other_master, idle_seconds=60, environment=PYTHON)
+    assert client.paths.key == same.paths.key != other.paths.key
+    assert secret.encode() in client.startup  # what the service reads on its stdin
+    assert not [part for part in client.command if secret in part]
+    assert not [value for value in client.environment.values() if secret in value]
+    # The same command without those settings (as an apply client would send) is another service.
+    assert WarmApplyClient(folder, client.command, client.environment, idle_seconds=60).paths.key != client.paths.key
