@@ -16,7 +16,8 @@ comes from Maven, or from the jar files listed (comma-separated) in ``MYSQL_CDC_
 machines without Maven access (plus Hadoop's S3A jars for S3). With ``MYSQL_CDC_OBJECT_STORE_CONN_ID``
 naming an Airflow ``aws`` connection, ``staging_uri`` and ``warehouse`` may be ``s3://`` URIs. With
 ``MYSQL_CDC_WARM_SPARK_SECONDS`` the apply and the verify keep their Spark drivers warm between runs
-that long. Override params per run with ``--conf '{"tables": [...], "cutoff": "catch_up"}'``; snapshot
+that long (their sockets in ``MYSQL_CDC_WARM_SPARK_FOLDER``, default ``mysql-cdc-spark-<uid>`` in the
+temporary directory). Override params per run with ``--conf '{"tables": [...], "cutoff": "catch_up"}'``; snapshot
 a table again with ``--conf '{"resnapshot": ["demo.orders"]}'``.
 """
 
@@ -54,8 +55,16 @@ with DAG(
     object_store_conn_id = os.environ.get("MYSQL_CDC_OBJECT_STORE_CONN_ID") or None
     # Keep the apply's and the verify's Spark drivers warm between runs for this many seconds (their
     # warm_spark_idle_timeout); unset or 0: one spark-submit and one verify process per run.
+    # MYSQL_CDC_WARM_SPARK_FOLDER: their private folder (default: mysql-cdc-spark-<uid> in the temp dir).
     warm_spark_seconds = float(os.environ.get("MYSQL_CDC_WARM_SPARK_SECONDS") or 0)
-    warm = {"warm_spark_idle_timeout": timedelta(seconds=warm_spark_seconds)} if warm_spark_seconds else None
+    warm = (
+        {
+            "warm_spark_idle_timeout": timedelta(seconds=warm_spark_seconds),
+            "warm_spark_folder": os.environ.get("MYSQL_CDC_WARM_SPARK_FOLDER") or None,
+        }
+        if warm_spark_seconds
+        else None
+    )
     mysql_cdc_pipeline(
         jars=os.environ.get("MYSQL_CDC_ICEBERG_JARS") or None,
         object_store_conn_id=object_store_conn_id,

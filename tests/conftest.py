@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,31 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests.spark_session import iceberg_session
 
     yield from iceberg_session(tmp_path_factory.mktemp("iceberg-warehouse"), tmp_path_factory.mktemp("spark-warehouse"))
+
+
+@pytest.fixture
+def service_folder() -> Iterator[Path]:
+    """A folder for warm Spark services, short (a Unix socket's path holds at most 107 bytes; pytest's
+    are long); the services left in it (a test that failed half-way) are stopped afterwards."""
+    from airflow_provider_mysql_cdc.apply.warm_service import stop_services
+
+    folder = Path(tempfile.mkdtemp(prefix="cdc-warm-"))
+    try:
+        yield folder / "services"
+    finally:
+        if (folder / "services").is_dir():
+            stop_services(folder / "services")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def warm_spark(monkeypatch: pytest.MonkeyPatch, service_folder: Path) -> Path:
+    """The example DAG's apply and verify keep their Spark drivers warm between this test's runs
+    (``MYSQL_CDC_WARM_SPARK_SECONDS``), in the test's own :func:`service_folder`
+    (``MYSQL_CDC_WARM_SPARK_FOLDER``), which is returned."""
+    monkeypatch.setenv("MYSQL_CDC_WARM_SPARK_SECONDS", "600")
+    monkeypatch.setenv("MYSQL_CDC_WARM_SPARK_FOLDER", str(service_folder))
+    return service_folder
 
 
 #: The test modules that take minutes, longest first (from ``--durations``). They run before the others so

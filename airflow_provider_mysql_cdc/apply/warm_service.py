@@ -271,6 +271,11 @@ def stop_services(folder: Path, timeout: float = 60.0) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs; a service this process started and that has exited (a zombie until
+    reaped, which ``kill(pid, 0)`` still finds) is reaped and counts as gone."""
+    with contextlib.suppress(ChildProcessError):  # not a child of this process: kill() tells
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -186,7 +186,7 @@ def test_example_dag_fails_on_a_misconfigured_server(
 
 @pytest.mark.mysql
 def test_example_dag_snapshots_existing_rows_in_mapped_chunks_then_only_what_is_asked(
-    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, warm_spark: Path
 ) -> None:
     _forget_earlier_runs()
     mysql_server.execute(
@@ -343,12 +343,18 @@ def _assert_observability_metadata(
 @pytest.mark.spark
 @pytest.mark.long
 def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipeline(
-    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
+    airflow_home: Path,
+    mysql_server: MySqlTestServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    spark: Any,
+    warm_spark: Path,
 ) -> None:
     """Runs over consecutive past intervals (a backfill, in order) each hold exactly the transactions
     committed in their interval; running a past run again (a clear) re-captures its identical window and
     applies nothing; an interval from before the pipeline existed succeeds empty and says so; each
-    changed table's Asset event queues the downstream DAG scheduled on it."""
+    changed table's Asset event queues the downstream DAG scheduled on it. The runs' apply and verify
+    use warm Spark services (one of each for all the runs); the other tests here run them cold."""
     import time
 
     from airflow_provider_mysql_cdc.hooks.metadata import metadata_store
@@ -433,8 +439,7 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
     assert len(_asset_events(orders_uri)) == events_before + 4
 
     # An interval from before the pipeline existed, and one inside what window 4 already captured.
-    store = metadata_store(None)
-    windows_before = len(store.list_windows("dagint"))
+    windows_before = len(metadata_store(None).list_windows("dagint"))
     for logical_date, reason in (
         (start - timedelta(days=1), "before the pipeline was registered"),
         (marks[1] - timedelta(milliseconds=100), "window 4 (run"),
@@ -445,7 +450,9 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
         assert pushed["window_id"] is None and pushed["transactions"] == 0
         assert reason in pushed["covered"], pushed["covered"]
         assert _xcom(early, "apply")["tables"] == {}
-    assert len(store.list_windows("dagint")) == windows_before
+    assert len(metadata_store(None).list_windows("dagint")) == windows_before
+    # One warm service of the apply and one of the verify served every run.
+    assert len(list(warm_spark.glob("*.sock"))) == 2, sorted(path.name for path in warm_spark.iterdir())
 
 
 @pytest.mark.mysql

@@ -7,13 +7,10 @@ after it was killed, and stops by itself and on request (its pid, socket and fil
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import stat
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -91,18 +88,6 @@ def _capture_and_apply(
     applied = _applied(report, window)
     _compare(spark, pipeline.server)
     return said, applied
-
-
-@pytest.fixture
-def service_folder() -> Iterator[Path]:
-    """A short folder for the services (a Unix socket's path holds at most 107 bytes; pytest's are long)."""
-    folder = Path(tempfile.mkdtemp(prefix="cdc-warm-"))
-    try:
-        yield folder / "services"
-    finally:
-        if (folder / "services").is_dir():  # a service the test left running (it failed half-way)
-            stop_services(folder / "services")
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_warm_service_applies_window_after_window_and_stops_cleanly(

@@ -6,9 +6,6 @@ off its command line and environment, and stops on request (its pid, socket and 
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,18 +28,6 @@ pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
 DB = "verify_warm"
 SPARK_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
-
-
-@pytest.fixture
-def service_folder() -> Iterator[Path]:
-    """A short folder for the services (a Unix socket's path holds at most 107 bytes; pytest's are long)."""
-    folder = Path(tempfile.mkdtemp(prefix="cdc-warm-"))
-    try:
-        yield folder / "services"
-    finally:
-        if (folder / "services").is_dir():  # a service the test left running (it failed half-way)
-            stop_services(folder / "services")
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _settings(spark: SparkSession) -> SparkSettings:

@@ -71,3 +71,20 @@ def test_verify_services_differ_by_their_spark_settings_and_keep_them_off_argv(t
     assert not [value for value in client.environment.values() if secret in value]
     # The same command without those settings (as an apply client would send) is another service.
     assert WarmApplyClient(folder, client.command, client.environment, idle_seconds=60).paths.key != client.paths.key
+
+
+def test_a_service_this_process_started_counts_as_gone_once_it_exited() -> None:
+    """A child that exited stays a zombie until reaped, and ``kill(pid, 0)`` still finds it: stopping
+    the services a worker started itself must not wait out its timeout for them."""
+    import subprocess
+    import time
+
+    from airflow_provider_mysql_cdc.apply.warm_service import _alive
+
+    child = subprocess.Popen(["sleep", "0.2"])
+    assert _alive(child.pid)
+    deadline = time.monotonic() + 10
+    while _alive(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child.pid)
+    assert not _alive(child.pid)  # asked again once reaped
