@@ -371,8 +371,8 @@ def serve(
     handle: Callable[[SparkSession, dict[str, Any], Callable[[dict[str, Any]], None]], bool] = _serve_request,
 ) -> int:
     """The service's loop: ``handle`` serves one request at a time (it returns False when the service must
-    stop: a stop request, or an error that may have broken the session) until ``idle_seconds`` pass
-    without one. The session is stopped at the end."""
+    stop: an error that may have broken the session) until a stop request, or until ``idle_seconds``
+    pass without a request. The session is stopped at the end."""
     paths = ServicePaths(socket_path.parent, socket_path.name.removesuffix(".sock"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o077)
