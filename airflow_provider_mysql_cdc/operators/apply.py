@@ -184,6 +184,11 @@ def default_warm_spark_folder() -> str:
     return str(Path(tempfile.gettempdir()) / f"mysql-cdc-spark-{os.getuid()}")
 
 
+def warm_spark_setting(idle_timeout: timedelta | None, folder: str | None) -> WarmSpark | None:
+    """An operator's ``warm_spark_idle_timeout`` and ``warm_spark_folder``: None when no timeout is set."""
+    return WarmSpark(idle_timeout, folder or default_warm_spark_folder()) if idle_timeout else None
+
+
 class IcebergSparkJobOperator(SparkSubmitOperator):
     """What this package's spark-submit jobs share (the apply, table maintenance): the job gets ``--spec
     <URI>``; the Iceberg runtime from Maven unless ``jars``/``packages`` are given; the worker's environment
@@ -447,11 +452,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.object_store_conn_id = object_store_conn_id
         self.skip_spark_when_up_to_date = skip_spark_when_up_to_date
-        self.warm_spark = (
-            WarmSpark(warm_spark_idle_timeout, warm_spark_folder or default_warm_spark_folder())
-            if warm_spark_idle_timeout
-            else None
-        )
+        self.warm_spark = warm_spark_setting(warm_spark_idle_timeout, warm_spark_folder)
 
     def apply_spec(self, report_uri: str) -> ApplySpec:
         """What the job is asked to do, from the (rendered) arguments; no credential is part of it (the

@@ -13,12 +13,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_provider_mysql_cdc.core.lineage import MySqlServer, verify_lineage
 from airflow_provider_mysql_cdc.errors import TargetDiffersError, TargetNotVerifiableError
 from airflow_provider_mysql_cdc.hooks.mysql_cdc import MySqlCdcHook
-from airflow_provider_mysql_cdc.operators.apply import (
-    ICEBERG_PACKAGE,
-    WarmSpark,
-    apply_spark_conf,
-    default_warm_spark_folder,
-)
+from airflow_provider_mysql_cdc.operators.apply import ICEBERG_PACKAGE, apply_spark_conf, warm_spark_setting
 from airflow_provider_mysql_cdc.operators.lineage import OpenLineageFacets
 from airflow_provider_mysql_cdc.task_failure import terminal_errors_fail_task
 from airflow_provider_mysql_cdc.verify import DEFAULT_VERIFY_SERVER_ID
@@ -134,11 +129,7 @@ class MySqlCdcVerifyOperator(OpenLineageFacets, BaseOperator):
         self.packages = list(packages) if packages is not None else ([] if self.jars else [ICEBERG_PACKAGE])
         self.spark_conf = dict(spark_conf or {})
         self.replica_server_id = replica_server_id
-        self.warm_spark = (
-            WarmSpark(warm_spark_idle_timeout, warm_spark_folder or default_warm_spark_folder())
-            if warm_spark_idle_timeout
-            else None
-        )
+        self.warm_spark = warm_spark_setting(warm_spark_idle_timeout, warm_spark_folder)
 
     @terminal_errors_fail_task
     def execute(self, context: Context) -> dict[str, Any]:
