@@ -76,7 +76,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]
     Server,
     cdc_config,
     client_argv,
-    cpu_delta_text,
+    client_phase,
     execute,
     existing_server,
     local_server,
@@ -85,7 +85,6 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]
     run_client,
     run_phase,
     run_phase_child,
-    server_cpu_seconds,
 )
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
@@ -261,14 +260,11 @@ def mysqlbinlog_argv(cdc: MySqlConnectionConfig, frontier: str, first_log: str) 
     ]
 
 
-def mysqlbinlog_phase(server: Server, frontier: str, result_file: Path) -> dict[str, Any]:
-    """Time ``mysqlbinlog -v`` over the window's binlog into ``result_file`` (the whole process, the
-    server's CPU around it); then count the rows it printed and sum their ids."""
-    first_log = str(execute(server.admin, "SHOW BINARY LOGS")[0][0])
-    cpu_before = server_cpu_seconds(server.admin)
+def mysqlbinlog_phase(cdc: MySqlConnectionConfig, frontier: str, first_log: str, result_file: Path) -> dict[str, Any]:
+    """Time ``mysqlbinlog -v`` over the window's binlog into ``result_file`` (the whole process); then
+    count the rows it printed and sum their ids."""
     with result_file.open("wb") as output:
-        run = run_client("mysqlbinlog", mysqlbinlog_argv(server.cdc, frontier, first_log), server.cdc, output)
-    run["server_cpu_s"] = cpu_delta_text(cpu_before, server_cpu_seconds(server.admin))
+        run = run_client("mysqlbinlog", mysqlbinlog_argv(cdc, frontier, first_log), cdc, output)
     rows = 0
     id_sum = 0
     expect_id = False
@@ -280,7 +276,7 @@ def mysqlbinlog_phase(server: Server, frontier: str, result_file: Path) -> dict[
             elif expect_id and line.startswith(b"###   @1="):
                 id_sum += int(line[9:])
                 expect_id = False
-    return {**run, "rows": rows, "id_sum": id_sum, "output_mb": result_file.stat().st_size / 1e6}
+    return {**run, "rows": rows, "id_sum": id_sum, "dump_mb": result_file.stat().st_size / 1e6}
 
 
 # -- checks -------------------------------------------------------------------------------------
@@ -368,19 +364,13 @@ def benchmark(server: Server, rows: int, profile: bool) -> str:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as scratch:
-        printed = mysqlbinlog_phase(server, frontier, Path(scratch) / "mysqlbinlog.txt")
-        (Path(scratch) / "mysqlbinlog.txt").unlink()
-        if printed["rows"] != rows or printed["id_sum"] != expected_id_sum:
-            raise BenchmarkError(
-                f"mysqlbinlog printed {printed['rows']} rows (id sum {printed['id_sum']}), expected {rows}"
-            )
-        mysqlbinlog_rate = rows / printed["seconds"]
-        print(
-            f"mysqlbinlog rows={rows} seconds={printed['seconds']:.2f} rows_per_s={mysqlbinlog_rate:.0f} "
-            f"output_mb={printed['output_mb']:.1f} peak_rss_mb={printed['peak_rss_mb']:.1f} "
-            f"client_cpu_s={printed['cpu_seconds']:.2f} server_cpu_s={printed['server_cpu_s']}"
-            + (f" stderr={printed['stderr']!r}" if printed["stderr"] else ""),
-            flush=True,
+        first_log = str(execute(server.admin, "SHOW BINARY LOGS")[0][0])
+        mysqlbinlog_rate = client_phase(
+            "mysqlbinlog",
+            lambda _admin, path: mysqlbinlog_phase(server.cdc, frontier, first_log, path),
+            server.admin,
+            Path(scratch) / "mysqlbinlog.txt",
+            rows,
         )
         staging_dir = str(Path(scratch) / "staging")
         spec = {

@@ -235,3 +235,30 @@ def run_client(name: str, argv: list[str], admin: MySqlConnectionConfig, stdout:
         "peak_rss_mb": usage.ru_maxrss / 1024.0,
         "stderr": stderr,
     }
+
+
+def client_phase(
+    label: str,
+    phase: Callable[[MySqlConnectionConfig, Path], dict[str, Any]],
+    admin: MySqlConnectionConfig,
+    result_file: Path,
+    rows: int,
+) -> float:
+    """Run a client's phase (``phase(admin, result_file)``: its rows, the sum of their ``id`` values and
+    :func:`run_client`'s figures) with mysqld's CPU measured around it, check that it read every row
+    once (ids 1 to ``rows``), print its line and delete its file; its rows per second."""
+    before = server_cpu_seconds(admin)
+    result = phase(admin, result_file)
+    server_cpu = cpu_delta_text(before, server_cpu_seconds(admin))
+    result_file.unlink()
+    if result["rows"] != rows or result["id_sum"] != rows * (rows + 1) // 2:
+        raise BenchmarkError(f"{label} read {result['rows']} rows (id sum {result['id_sum']}), expected {rows}")
+    rate = rows / float(result["seconds"])
+    print(
+        f"{label} rows={rows} seconds={result['seconds']:.2f} rows_per_s={rate:.0f} "
+        + (f"dump_mb={result['dump_mb']:.1f} " if "dump_mb" in result else "")
+        + f"peak_rss_mb={result['peak_rss_mb']:.1f} client_cpu_s={result['cpu_seconds']:.2f} server_cpu_s={server_cpu}"
+        + (f" stderr={result['stderr']!r}" if result["stderr"] else ""),
+        flush=True,
+    )
+    return rate

@@ -81,7 +81,6 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +95,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
     Server,
     cdc_config,
     client_argv,
+    client_phase,
     cpu_delta_text,
     cpu_seconds,
     execute,
@@ -390,32 +390,6 @@ def wire_phase(admin: MySqlConnectionConfig, result_file: Path) -> dict[str, Any
             rows += 1
             id_sum += int(line.split(b"\t", 1)[0])
     return {**run, "rows": rows, "id_sum": id_sum}
-
-
-def client_phase(
-    label: str,
-    phase: Callable[[MySqlConnectionConfig, Path], dict[str, Any]],
-    admin: MySqlConnectionConfig,
-    result_file: Path,
-    rows: int,
-) -> float:
-    """Run a client's phase with mysqld's CPU measured around it, check that it read every row once,
-    print its line and delete its file; its rows per second."""
-    before = server_cpu_seconds(admin)
-    result = phase(admin, result_file)
-    server_cpu = cpu_delta_text(before, server_cpu_seconds(admin))
-    result_file.unlink()
-    if result["rows"] != rows or result["id_sum"] != rows * (rows + 1) // 2:
-        raise BenchmarkError(f"{label} read {result['rows']} rows (id sum {result['id_sum']}), expected {rows}")
-    rate = rows / float(result["seconds"])
-    print(
-        f"{label} rows={rows} seconds={result['seconds']:.2f} rows_per_s={rate:.0f} "
-        + (f"dump_mb={result['dump_mb']:.1f} " if "dump_mb" in result else "")
-        + f"peak_rss_mb={result['peak_rss_mb']:.1f} client_cpu_s={result['cpu_seconds']:.2f} server_cpu_s={server_cpu}"
-        + (f" stderr={result['stderr']!r}" if result["stderr"] else ""),
-        flush=True,
-    )
-    return rate
 
 
 # -- checks -------------------------------------------------------------------------------------
