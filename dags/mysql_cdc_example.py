@@ -17,8 +17,8 @@ machines without Maven access (plus Hadoop's S3A jars for S3). With ``MYSQL_CDC_
 naming an Airflow ``aws`` connection, ``staging_uri`` and ``warehouse`` may be ``s3://`` URIs. With
 ``MYSQL_CDC_WARM_SPARK_SECONDS`` the apply and the verify keep their Spark drivers warm between runs
 that long (their sockets in ``MYSQL_CDC_WARM_SPARK_FOLDER``, default ``mysql-cdc-spark-<uid>`` in the
-temporary directory). Override params per run with ``--conf '{"tables": [...], "cutoff": "catch_up"}'``; snapshot
-a table again with ``--conf '{"resnapshot": ["demo.orders"]}'``.
+temporary directory). Override params per run with ``--conf '{"tables": [...], "cutoff":
+"catch_up"}'``; snapshot a table again with ``--conf '{"resnapshot": ["demo.orders"]}'``.
 """
 
 from __future__ import annotations

@@ -262,11 +262,12 @@ def _column_lines(source: _Source, column: Any, spec: ColumnSpec, var: str) -> l
     if type_ in (FIELD_TYPE.STRING, FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.BLOB):
         short_length = 2 if int(getattr(column, "max_length", 0) or 0) > 255 else 1
         length_size = int(column.length_size) if type_ == FIELD_TYPE.BLOB else short_length
-        length = (
-            ("d[p]", "d[p] | d[p + 1] << 8")[length_size - 1]
-            if length_size <= 2
-            else (f"_from_bytes(d[p:p + {length_size}], 'little')")
-        )
+        if length_size == 1:
+            length = "d[p]"
+        elif length_size == 2:  # without a slice
+            length = "d[p] | d[p + 1] << 8"
+        else:
+            length = f"_from_bytes(d[p:p + {length_size}], 'little')"
         lines = [f"n = {length}; p += {length_size}", f"{var} = d[p:p + n]; p += n"]
         convert = value_converter(spec)
         if spec.charset in ("utf8mb4", "utf8mb3", "utf8"):
