@@ -180,8 +180,8 @@ bench-maintenance: venv mysql-install jars
 # End to end: one `airflow dags test` run of the example DAG over a window of BENCH_E2E_CHANGES changes
 # (Airflow on SQLite, own MySQL instance, local Spark), time split by task; last line:
 # e2e changes=<n> wall_s=<w> preflight_s=... capture_s=<c> apply_s=<a> other_s=<o>. Then a run without a
-# change (its apply without Spark) against the job for that window. BENCH_E2E_WARM_SPARK=600: the apply in
-# a warm Spark driver (MYSQL_CDC_WARM_SPARK_SECONDS of the example DAG).
+# change (its apply without Spark) against the job for that window. BENCH_E2E_WARM_SPARK=600: the apply and
+# the verify in warm Spark drivers (MYSQL_CDC_WARM_SPARK_SECONDS of the example DAG).
 BENCH_E2E_ROWS ?= 200000
 BENCH_E2E_CHANGES ?= 100000
 BENCH_E2E_WARM_SPARK ?= 0
