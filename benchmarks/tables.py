@@ -42,6 +42,7 @@ tables it touches, which is what splitting a large pipeline is about (docs/scali
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import sys
@@ -119,14 +120,24 @@ def load_tables(server: Server, database: str, count: int, rows: int) -> list[st
 
 
 def apply_windows(
-    spark: SparkSession, pipeline: Pipeline, window_id: int, tables: list[str], *, loads: bool
+    spark: SparkSession,
+    pipeline: Pipeline,
+    window_id: int,
+    tables: list[str],
+    *,
+    loads: bool,
+    parallel_tables: int | None = None,
 ) -> ApplyReport:
-    """``run_apply`` of one window of the pipeline; fails unless every table applied it (``loads``: the
-    window that loads the snapshots, each table's one chunk)."""
+    """``run_apply`` of one window of the pipeline (``parallel_tables``: the spec's, default its default);
+    fails unless every table applied it (``loads``: the window that loads the snapshots, each table's
+    one chunk)."""
     from airflow_provider_mysql_cdc.apply.contract import ApplySpec
     from airflow_provider_mysql_cdc.apply.spark_job import run_apply
 
-    report = run_apply(spark, ApplySpec(pipeline.name, pipeline.staging, window_id, window_id, catalog=CATALOG))
+    spec = ApplySpec(pipeline.name, pipeline.staging, window_id, window_id, catalog=CATALOG)
+    if parallel_tables is not None:
+        spec = dataclasses.replace(spec, parallel_tables=parallel_tables)
+    report = run_apply(spark, spec)
     wrong = {
         name: (table.status, table.windows_applied, table.snapshot_chunks_loaded, table.error)
         for name, table in report.tables.items()
@@ -136,6 +147,15 @@ def apply_windows(
     if report.failed or wrong or sorted(report.tables) != sorted(tables):
         raise BenchmarkError(f"apply of window {window_id} of {pipeline.name}: {wrong or sorted(report.tables)}")
     return report
+
+
+def check_targets(spark: SparkSession, server: Server, keys: list[Keys], window_id: int) -> None:
+    """Every table's target against MySQL (row count and sums, and the rows its change sets imply)."""
+    for table_keys in keys:
+        target = f"{CATALOG}.{table_keys.table}"
+        expected, found = mysql_figures(server.admin, table_keys.table), iceberg_figures(spark, target)
+        if found != expected or expected[0] != table_keys.rows + table_keys.inserted - table_keys.deleted:
+            raise BenchmarkError(f"{target} differs from MySQL after window {window_id}: {found} against {expected}")
 
 
 def run_count(
@@ -178,11 +198,7 @@ def run_count(
     report = apply_windows(spark, pipeline, 2, tables, loads=False)
     window_apply_s = time.perf_counter() - started
 
-    for table_keys in keys:
-        target = f"{CATALOG}.{table_keys.table}"
-        expected, found = mysql_figures(server.admin, table_keys.table), iceberg_figures(spark, target)
-        if found != expected or expected[0] != table_keys.rows + table_keys.inserted - table_keys.deleted:
-            raise BenchmarkError(f"{target} differs from MySQL after window 2: {found} against {expected}")
+    check_targets(spark, server, keys, 2)
     job_seconds = [table.seconds for table in report.tables.values()]
     figures = CountFigures(
         count,

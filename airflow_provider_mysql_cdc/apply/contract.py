@@ -101,6 +101,10 @@ class ApplySpec:
     schema_change_policy: str = SCHEMA_CHANGE_REBUILD
     #: Snapshot chunks merged per Iceberg commit when a snapshot is loaded.
     chunks_per_commit: int = 8
+    #: Tables applied at the same time, each from its own thread of the one Spark session (1: one after
+    #: the other). A small table's apply waits on the driver far more than it computes; the tasks of all
+    #: of them share the session's executors.
+    parallel_tables: int = 4
     #: Where the job writes its :class:`ApplyReport` (a pyarrow filesystem URI); nothing when empty.
     report_uri: str = ""
 
@@ -109,6 +113,8 @@ class ApplySpec:
         if not 1 <= self.first_window <= self.last_window:
             raise ConfigurationError(f"windows {self.first_window}..{self.last_window} are not a valid range")
         require_schema_change_policy(self.schema_change_policy)
+        if self.parallel_tables < 1:
+            raise ConfigurationError(f"parallel_tables must be at least 1, not {self.parallel_tables}")
         for key in ("{database}", "{table}"):
             if key not in self.target_template:
                 raise ConfigurationError(f"target name template {self.target_template!r} must contain {key}")

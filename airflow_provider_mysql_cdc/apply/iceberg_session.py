@@ -4,11 +4,15 @@ summary properties, and Java errors as short messages (URL credentials masked). 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from airflow_provider_mysql_cdc.apply.plan import quote
 from airflow_provider_mysql_cdc.errors import ConfigurationError, WarehouseUnreachableError
+
+#: Held while PySpark's callback server is started (it checks, then starts).
+_CALLBACK_SERVER_START = threading.Lock()
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +78,8 @@ def with_commit_properties(spark: SparkSession, properties: dict[str, str], acti
 
     gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
     assert gateway is not None and jvm is not None
-    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    with _CALLBACK_SERVER_START:  # tables applied at the same time must not start two
+        ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
     failure: list[BaseException] = []
 
     class _Callable:

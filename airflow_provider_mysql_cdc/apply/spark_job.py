@@ -28,6 +28,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec, TableReport
@@ -87,14 +88,35 @@ def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
                 "run its capture first (a window exists only once its manifest is published)"
             )
         manifests.append(manifest)
-    tables: dict[str, TableReport] = {}
-    for table_name in tables_in_windows(manifests):
-        table = tables[table_name] = TableApplier(spark, config, table_name, staging).apply()
-        log.info("%s: %s %s", table_name, table.status, table.error or table.windows_applied)
+    tables = _apply_tables(spark, config, staging, tables_in_windows(manifests))
     report = ApplyReport(config.pipeline, config.first_window, config.last_window, manifests[-1].upper, tables)
     if config.report_uri:
         write_text_to_uri(config.report_uri, report.to_json(), object_store)
     return report
+
+
+def _apply_tables(
+    spark: SparkSession, config: ApplySpec, staging: Staging, table_names: Sequence[str]
+) -> dict[str, TableReport]:
+    """Each table's report, in ``table_names``' order. Up to ``config.parallel_tables`` tables are applied
+    at the same time, each in a thread of its own. The thread inherits the caller's Spark job group (a
+    warm service names each run's jobs by it) and has its own JVM thread (pinned-thread mode), where
+    Iceberg keeps the commit properties of that table's MERGE. Every table has its own target and its
+    own state: no two threads commit to the same table."""
+
+    def apply_table(table_name: str) -> TableReport:
+        table = TableApplier(spark, config, table_name, staging).apply()
+        log.info("%s: %s %s", table_name, table.status, table.error or table.windows_applied)
+        return table
+
+    threads = min(config.parallel_tables, len(table_names))
+    if threads <= 1:
+        return {table_name: apply_table(table_name) for table_name in table_names}
+    from pyspark.util import inheritable_thread_target
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mysql-cdc-apply") as pool:
+        reports = list(pool.map(inheritable_thread_target(apply_table), table_names))
+    return dict(zip(table_names, reports, strict=True))
 
 
 def _report_job_failure(config: ApplySpec, error: Exception, object_store: ObjectStoreSettings | None) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -82,6 +83,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger("airflow_provider_mysql_cdc.apply")
+#: Held while a namespace is created (``CREATE NAMESPACE IF NOT EXISTS`` is a check, then a create).
+_NAMESPACE_CREATION = threading.Lock()
 
 #: How often a table is re-planned after a commit lost to a concurrent writer.
 MAX_CONFLICT_RETRIES = 5
@@ -330,7 +333,8 @@ class TableApplier:
         if changelog:
             columns.append((CHANGELOG_WINDOW_COLUMN, "int"))
         if not self._exists(name):
-            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
+            with _NAMESPACE_CREATION:  # two tables of a new database, applied at the same time
+                self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
             properties = self._table_properties()
             partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})" if changelog else ""
             ddl = ", ".join(f"{quote(c)} {t}" for c, t in columns)

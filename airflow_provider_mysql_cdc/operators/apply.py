@@ -319,6 +319,9 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         (the table fails with ``RebuildPendingError`` until it is re-snapshotted). Either way the other
         tables are applied.
     :param chunks_per_commit: snapshot chunks merged per Iceberg commit when loading a snapshot.
+    :param parallel_tables: tables the job applies at the same time, each in its own thread of the one
+        Spark session (default 4; 1: one after the other). A window of many small tables waits on the
+        driver, not the executors; the tables' tasks share the executors either way.
     :param jars: Iceberg runtime jar(s) for ``--jars`` (offline); default: Maven ``packages``.
     :param local_python: for local masters, the Python of the Spark driver (default: this worker's).
     :param conn_id: the Spark connection (its host is the master: ``local[*]``, ``spark://...``, ``yarn``...;
@@ -394,6 +397,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         drop_dropped_columns: bool = ApplySpec.drop_dropped_columns,
         schema_change_policy: str = ApplySpec.schema_change_policy,
         chunks_per_commit: int = ApplySpec.chunks_per_commit,
+        parallel_tables: int = ApplySpec.parallel_tables,
         local_python: str | None = None,
         conf: dict[str, Any] | None = None,
         jars: str | None = None,
@@ -443,6 +447,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         self.drop_dropped_columns = drop_dropped_columns
         self.schema_change_policy = schema_change_policy
         self.chunks_per_commit = chunks_per_commit
+        self.parallel_tables = parallel_tables
         self.local_python = local_python or sys.executable
         self.asset_alias = asset_alias
         self.report_uri = ""
@@ -468,6 +473,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
             drop_dropped_columns=self.drop_dropped_columns,
             schema_change_policy=self.schema_change_policy,
             chunks_per_commit=int(self.chunks_per_commit),
+            parallel_tables=int(self.parallel_tables),
             report_uri=report_uri,
         )
 

@@ -36,6 +36,7 @@ def test_windows_are_one_id_or_a_range() -> None:
         ({"first_window": 5, "last_window": 4}, "not a valid range"),
         ({"schema_change_policy": "ignore"}, "schema_change_policy must be one of"),
         ({"target_template": "{database}.fixed"}, "must contain {table}"),
+        ({"parallel_tables": 0}, "parallel_tables must be at least 1, not 0"),
     ],
 )
 def test_a_spec_validates_itself(settings: dict[str, object], message: str) -> None:
@@ -57,6 +58,7 @@ def test_a_spec_round_trips_through_json() -> None:
         drop_dropped_columns=True,
         schema_change_policy="stop",
         chunks_per_commit=2,
+        parallel_tables=3,
         report_uri="s3://bucket/staging/shop/apply-reports/r-try1.json",
     )
     text = spec.to_json()
