@@ -11,7 +11,7 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-long test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-tables bench-dag-parse constraints constraints-lowest clean
+.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-long test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-tables bench-parallel-apply bench-dag-parse constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
@@ -19,7 +19,7 @@ help:
 	@echo "make test-long - the long scenarios through Airflow's services and REST API (not run by CI)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-tables | bench-dag-parse | constraints | constraints-lowest | clean"
+	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-tables | bench-parallel-apply | bench-dag-parse | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -193,6 +193,12 @@ bench-e2e: venv mysql-install jars
 BENCH_TABLES ?= 1,10,100
 bench-tables: venv mysql-install jars
 	$(PY) benchmarks/tables.py --tables $(BENCH_TABLES)
+
+# A window of many small tables applied one table after the other against parallel_tables side by side,
+# alternating, in one Spark session (own MySQL instance, local Spark); last line: parallel_apply tables=<n>
+# changes_per_table=<c> one_by_one_s=<a> parallel=<p> parallel_s=<b> ratio=<b/a>.
+bench-parallel-apply: venv mysql-install jars
+	$(PY) benchmarks/parallel_apply.py
 
 # DAG parsing: `airflow dags report` of the example DAG against the same shape built from EmptyOperator.
 bench-dag-parse: venv
