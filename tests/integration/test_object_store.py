@@ -119,12 +119,29 @@ def test_the_store_refuses_a_wrong_secret_key(object_store: ObjectStoreAddress) 
     assert object_store.pyarrow_filesystem().get_file_info(object_store.bucket).type == pafs.FileType.Directory
 
 
+def _private_temporary_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A temporary folder of the test's own for this process and its children (the apply's secret
+    properties file goes there): the system's is shared with the other worker's tests, which write such
+    files too."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def _properties_file_folders(argvs: set[tuple[str, ...]]) -> set[Path]:
+    """The folders of the ``--properties-file`` given to the spark-submit processes seen."""
+    return {Path(argv[argv.index("--properties-file") + 1]).parent for argv in argvs if "--properties-file" in argv}
+
+
 def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     airflow_home: Path,
     mysql_server: MySqlTestServer,
     object_store: ObjectStoreAddress,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -141,7 +158,7 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     assert dag is not None
     conf = {"tables": [f"{database}.*"], "pipeline": database, "staging_uri": staging_uri, "warehouse": warehouse}
     conf["cutoff"] = "catch_up"
-    properties_before = set(Path(tempfile.gettempdir()).glob("mysql-cdc-secrets-*.properties"))
+    private_tmp = _private_temporary_folder(monkeypatch, tmp_path)
 
     watch = ProcessWatch(marker=prefix.encode(), needles=(object_store.secret_key.encode(),), script=b"spark_job.py")
     thread = threading.Thread(target=watch.poll, daemon=True)
@@ -182,7 +199,7 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     assert [len(_names(filesystem, f"{staging_folder}/{kind}")) for kind in ("apply-specs", "apply-reports")] == [2, 3]
 
     # The apply ran as spark-submit and its processes were seen; the secret key is in no argv or environment.
-    assert watch.argvs and any("--properties-file" in argv for argv in watch.argvs), watch.argvs
+    assert _properties_file_folders(watch.argvs) == {private_tmp}, watch.argvs
     assert "PYSPARK_PYTHON" in watch.environ_names
     assert not [argv for argv in watch.argvs if any(object_store.secret_key in part for part in argv)]
     assert watch.environ_hits == set()
@@ -190,5 +207,5 @@ def test_example_dag_on_s3_equals_mysql_and_keeps_the_secret_key_out_of_the_job(
     # Nor in the task logs (spark-submit's output included); the properties file is gone.
     assert "apply table=s3cdc.t status=applied" in console.out + console.err
     assert object_store.secret_key not in console.out + console.err
-    assert set(Path(tempfile.gettempdir()).glob("mysql-cdc-secrets-*.properties")) == properties_before
+    assert list(private_tmp.glob("mysql-cdc-secrets-*")) == []
     print(f"spark-submit processes seen: {len(watch.argvs)}", file=sys.stderr)
