@@ -103,6 +103,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
     execute,
     local_server,
     print_summary,
+    require_positive,
 )
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig  # noqa: E402
@@ -665,7 +666,9 @@ def main(argv: list[str] | None = None) -> int:
         help="MERGE without the key filter (as the apply did before it had one), for comparisons",
     )
     args = parser.parse_args(argv)
-    for name in (
+    require_positive(
+        parser,
+        args,
         "small_rows",
         "large_rows",
         "changes",
@@ -673,9 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark_cores",
         "rounds",
         "shuffle_partitions",
-    ):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    )
     if args.bucket is not None and args.bucket < 1:
         parser.error("--bucket must be positive")
     options = Options(

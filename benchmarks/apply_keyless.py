@@ -97,6 +97,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]
     execute,
     local_server,
     print_summary,
+    require_positive,
 )
 
 if TYPE_CHECKING:
@@ -521,9 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         help="print the N slowest Spark stages of each timed apply (default 0: none)",
     )
     args = parser.parse_args(argv)
-    for name in ("rows", "changes", "warmup_changes", "rounds", "spark_cores"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    require_positive(parser, args, "rows", "changes", "warmup_changes", "rounds", "spark_cores")
     if args.rows < 100:
         parser.error("--rows must be at least 100")
     windows = [args.warmup_changes] + [args.changes] * args.rounds

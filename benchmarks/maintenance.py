@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import apply as apply_bench  # benchmarks/apply.py: tables, change sets, pipeline, Spark session
-from mysql_bench import BenchmarkError, Server, execute, local_server, print_summary
+from mysql_bench import BenchmarkError, Server, execute, local_server, print_summary, require_positive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -223,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark-cores", type=int, default=2, help="Spark local[N] (default 2)")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
     args = parser.parse_args(argv)
-    for name in ("windows", "rows", "changes", "apply_batch", "scan_repeats", "spark_cores"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    require_positive(parser, args, "windows", "rows", "changes", "apply_batch", "scan_repeats", "spark_cores")
     options = Options(
         args.rows,
         args.windows,

@@ -7,6 +7,7 @@ package by putting the repository root on ``sys.path``.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -158,6 +159,13 @@ def run_phase(script: str, phase: str, spec: dict[str, Any]) -> dict[str, Any]:
         raise BenchmarkError(f"phase {phase!r} failed with exit code {completed.returncode}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
+
+
+def require_positive(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    """Exit through ``parser.error`` naming the first option of ``names`` (attribute names) below 1."""
+    for name in names:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
 
 
 def print_summary(server_context: contextlib.AbstractContextManager[Server], benchmark: Callable[[Server], str]) -> int:

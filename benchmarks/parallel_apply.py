@@ -49,6 +49,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]
     execute,
     local_server,
     print_summary,
+    require_positive,
 )
 from tables import apply_windows, check_targets, load_tables  # type: ignore[import-not-found, unused-ignore]
 
@@ -130,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="port of the local MySQL instance (default: a free one)")
     parser.add_argument("--instance", default=INSTANCE_NAME, help=f"local MySQL instance (default {INSTANCE_NAME})")
     args = parser.parse_args(argv)
-    for name in ("tables", "rows", "changes", "rounds", "spark_cores"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    require_positive(parser, args, "tables", "rows", "changes", "rounds", "spark_cores")
     if args.parallel < 2:
         parser.error("--parallel must be at least 2 (1 is the baseline it is compared with)")
     if args.rows < 2 * args.changes * (2 * args.rounds + 1):

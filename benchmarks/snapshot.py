@@ -103,6 +103,7 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]  # no
     local_server,
     peak_rss_mb,
     print_summary,
+    require_positive,
     run_client,
     run_phase,
     run_phase_child,
@@ -518,9 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(
             run_phase_child(args.phase, {"snapshot": snapshot_phase, "snapshot-profile": snapshot_profile_phase})
         )
-    for name in ("rows", "workers", "chunk_rows", "fetch_rows"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    require_positive(parser, args, "rows", "workers", "chunk_rows", "fetch_rows")
     server_context = (
         existing_server(args.mysql_url, DATABASE) if args.mysql_url else local_server(INSTANCE_NAME, LOCAL_SETTINGS)
     )
