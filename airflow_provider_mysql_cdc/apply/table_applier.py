@@ -411,7 +411,9 @@ class TableApplier:
                         condition = " OR ".join([condition, *(f"t.{quote(k)} IS NULL" for k in temporal)])
                     on += f" AND ({condition})"
                     args[KeyFilter.PARAMETER] = key_filter.parameter()
-        partial = PARTIAL_COLUMN in source_names
+        # Only a step with partial row images needs the target's own values (the CASE of
+        # merge_update_value): without them the MERGE reads no more of the target than its keys.
+        partial = PARTIAL_COLUMN in source_names and any(f.partial_rows for f in staged.files)
         backfilled = backfill_expressions(backfills, types, args)
         updates = ", ".join(
             f"t.{quote(c)} = {merge_update_value(c, partial, backfilled.get(c.lower()))}" for c, _ in target_columns

@@ -7,6 +7,7 @@ run with no writer in between, so "as of the window's upper GTID set" is "now").
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -579,6 +580,66 @@ def test_a_key_filter_that_missed_keys_would_break_the_table(
     apply(spark, pipeline, 2)
     rows = spark.sql(f"SELECT COUNT(*), COUNT(DISTINCT id), SUM(CAST(id > 250 AS INT)) FROM {target}").collect()[0]
     assert rows[0] > rows[1] and rows[2] > 0, rows  # keys written twice, deleted keys still there
+
+
+def _target_columns_read(plan: str, target: str) -> set[str]:
+    """The columns (data and metadata) a physical plan's scan of ``target`` reads."""
+    scans = re.findall(rf"BatchScan {re.escape(target)}\[([^\]]*)\]", plan)
+    assert scans, plan
+    return {name for scan in scans for name in re.findall(r"(\w+)#\d+", scan)}
+
+
+def test_a_merge_of_whole_row_images_reads_no_more_of_the_target_than_its_keys(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window of whole row images sets every column from the staged row, so its MERGE scans the
+    target's keys only (into a large target, reading every column was most of the MERGE). A window with
+    partial images (``binlog_row_image=MINIMAL``) keeps the target's value of the columns an image
+    lacks, so its MERGE reads them; the target equals MySQL after both."""
+    db = "apply_scan"
+    _create_shop(mysql_server, db)
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, db, TableSelection.of(f"{db}.customers"))
+    pipeline.snapshot("run-1")
+    target = f"{CATALOG}.{db}.customers"
+    plans: list[str] = []
+    real_sql = SparkSession.sql
+
+    def recording_sql(self: SparkSession, text: str, *args: Any, **kwargs: Any) -> Any:
+        frame = real_sql(self, text, *args, **kwargs)
+        if text.startswith("MERGE INTO "):  # of the one table of the pipeline
+            plans.append(frame._jdf.queryExecution().executedPlan().toString())
+        return frame
+
+    monkeypatch.setattr(SparkSession, "sql", recording_sql)
+    data_columns = set(CUSTOMER_COLUMNS) - {"id"}
+
+    mysql_server.execute(
+        f"UPDATE {db}.customers SET city = 'moved' WHERE id <= 40",
+        f"DELETE FROM {db}.customers WHERE id > 290",
+        f"INSERT INTO {db}.customers VALUES (1000, 'new', NULL, 1.50, '2024-02-01 00:00:00')",
+    )
+    pipeline.capture("run-1")
+    apply(spark, pipeline, 1)
+    _check_customers(spark, mysql_server, db)
+    read = _target_columns_read(plans[-1], target)  # the window's MERGE, after the snapshot's load
+    assert {c for c in read if not c.startswith("_") or c.startswith("_cdc_")} == {"id"}, read  # and metadata
+
+    plans.clear()
+    mysql_server.execute(
+        "SET SESSION binlog_row_image = 'MINIMAL'",
+        f"UPDATE {db}.customers SET city = 'minimal' WHERE id BETWEEN 41 AND 60",
+    )
+    pipeline.capture("run-2")
+    apply(spark, pipeline, 2)
+    _check_customers(spark, mysql_server, db)
+    assert len(plans) == 1, plans
+    assert data_columns <= _target_columns_read(plans[0], target), plans[0]
+
+
+def _check_customers(spark: SparkSession, server: MySqlTestServer, db: str) -> None:
+    assert iceberg_rows(spark, f"{CATALOG}.{db}.customers", CUSTOMER_COLUMNS) == mysql_rows(
+        server, f"{db}.customers", CUSTOMER_COLUMNS
+    )
 
 
 def _check_key_filter_condition(spark: SparkSession, frame: Any, key_sets: list[list[str]]) -> None:
