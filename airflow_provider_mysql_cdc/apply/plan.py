@@ -455,13 +455,18 @@ def plan_schema_changes(
 KEY_FILTER_TYPES = frozenset(
     {"tinyint", "smallint", "int", "bigint", "string", "binary", "boolean", "date", "timestamp", "timestamp_ntz"}
 )
-#: Bits of a key filter per distinct key of the change set, at least (one hash function: at most
-#: about 6% of the target's other keys pass it, 1 - e^(-1/16)).
-KEY_FILTER_BITS_PER_KEY = 16
+#: Bits of a key filter per distinct key of the change set, up to :data:`KEY_FILTER_MAX_BITS` (one
+#: hash function: about 1.6% of the target's other keys pass it, 1 - e^(-1/64)). Every target row that
+#: passes is shuffled to the MERGE's join: into 10M rows, 16 bits a key let through about 4 times as
+#: many rows as 64.
+KEY_FILTER_BITS_PER_KEY = 64
+#: Bits of a key filter per distinct key, at least (at most about 6% of the other keys pass it,
+#: 1 - e^(-1/16)).
+KEY_FILTER_MIN_BITS_PER_KEY = 16
 #: The largest key filter, in bits (32,768 numbers in the statement's parameter).
 KEY_FILTER_MAX_BITS = 1 << 21
 #: Change sets with more distinct keys than this MERGE without a key filter.
-KEY_FILTER_MAX_KEYS = KEY_FILTER_MAX_BITS // KEY_FILTER_BITS_PER_KEY
+KEY_FILTER_MAX_KEYS = KEY_FILTER_MAX_BITS // KEY_FILTER_MIN_BITS_PER_KEY
 #: Steps with more staged rows than this MERGE without a key filter, without counting their keys (the
 #: hashes of every staged row's keys reach the driver, to count the distinct ones there).
 KEY_FILTER_MAX_ROWS = 2 * KEY_FILTER_MAX_KEYS
@@ -497,7 +502,8 @@ class KeyFilter:
     keeps every change, so Spark cannot broadcast the change set: it shuffles every key of the target to
     find the few that match. Added to the MERGE's ON clause, this condition changes nothing (``t.k =
     s.k`` implies it), but it refers to the target alone, so Spark applies it while it scans the target
-    and shuffles only the rows that pass it: the matching ones and at most about 1 in 16 of the others.
+    and shuffles only the rows that pass it: the matching ones and about 1 in 64 of the others (1 in 16
+    at most, for the largest change sets).
 
     It is a Bloom filter with one hash function in plain Spark SQL: bit ``xxhash64(keys) & (bits - 1)``
     of an array of BIGINTs, set for the hash of every key of the change set. Spark computes those hashes
@@ -521,7 +527,7 @@ class KeyFilter:
         if not hashes or len(hashes) > KEY_FILTER_MAX_KEYS:
             return None
         bits = _KEY_FILTER_MIN_BITS
-        while bits < len(hashes) * KEY_FILTER_BITS_PER_KEY:
+        while bits < len(hashes) * KEY_FILTER_BITS_PER_KEY and bits < KEY_FILTER_MAX_BITS:
             bits *= 2
         words = [0] * (bits // 64)
         for value in hashes:

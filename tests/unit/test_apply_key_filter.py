@@ -14,6 +14,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     KEY_FILTER_MAX_BITS,
     KEY_FILTER_MAX_KEYS,
     KEY_FILTER_MAX_ROWS,
+    KEY_FILTER_MIN_BITS_PER_KEY,
     KEY_FILTER_MIN_TARGET_ROWS,
     KeyFilter,
     key_filter_applies,
@@ -37,9 +38,11 @@ def test_every_hash_of_the_change_set_passes_its_filter(count: int) -> None:
     key_filter = KeyFilter.of_hashes(hashes)
     assert key_filter is not None
     assert all(key_filter.might_contain(h) for h in hashes)
-    # A power of two with at least KEY_FILTER_BITS_PER_KEY bits a key, 64 bits a word.
+    # A power of two with at least KEY_FILTER_BITS_PER_KEY bits a key (these counts stay under the
+    # largest filter), 64 bits a word.
     assert key_filter.bits & (key_filter.bits - 1) == 0
     assert key_filter.bits >= KEY_FILTER_BITS_PER_KEY * len(hashes)
+    assert key_filter.bits < 2 * KEY_FILTER_BITS_PER_KEY * len(hashes) or key_filter.bits == 1024
     assert len(key_filter.words) * 64 == key_filter.bits
     # Spark reads the words as BIGINTs: signed 64-bit values, and the JSON parameter holds exactly them.
     assert all(INT64_MIN <= w <= INT64_MAX for w in key_filter.words)
@@ -50,13 +53,22 @@ def test_every_hash_of_the_change_set_passes_its_filter(count: int) -> None:
 
 
 def test_few_other_keys_pass() -> None:
-    """With at least 16 bits a key, about 1 - e^(-1/16) (6%) of other hashes pass; at most 1 in 10 here."""
+    """With at least 64 bits a key, about 1 - e^(-1/64) (1.6%) of other hashes pass; at most 1 in 40 here."""
     hashes = random_hashes(10_000, seed=1)
     key_filter = KeyFilter.of_hashes(hashes)
     assert key_filter is not None
     others = random_hashes(30_000, seed=2) - hashes
     passed = sum(key_filter.might_contain(h) for h in others)
-    assert 0 < passed < len(others) / 10
+    assert 0 < passed < len(others) / 40
+
+
+def test_a_change_set_too_large_for_64_bits_a_key_gets_the_largest_filter_with_at_least_16() -> None:
+    """Past KEY_FILTER_MAX_BITS / 64 keys the filter stops growing; up to KEY_FILTER_MAX_KEYS keys it
+    still has KEY_FILTER_MIN_BITS_PER_KEY bits a key, so at most about 6% of other hashes pass."""
+    count = KEY_FILTER_MAX_BITS // KEY_FILTER_BITS_PER_KEY + 1
+    key_filter = KeyFilter.of_hashes(random_hashes(count, seed=3))
+    assert key_filter is not None and key_filter.bits == KEY_FILTER_MAX_BITS
+    assert KEY_FILTER_MAX_BITS >= KEY_FILTER_MIN_BITS_PER_KEY * KEY_FILTER_MAX_KEYS
 
 
 def test_no_filter_for_no_keys_or_too_many() -> None:
