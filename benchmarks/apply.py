@@ -466,7 +466,7 @@ def without_key_filter() -> Iterator[None]:
     from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 
     original = TableApplier._key_filter
-    TableApplier._key_filter = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    TableApplier._key_filter = lambda *args, **kwargs: (None, None)  # type: ignore[method-assign]
     try:
         yield
     finally:

@@ -478,6 +478,24 @@ KEY_FILTER_MIN_TARGET_RATIO = 4
 _KEY_FILTER_MIN_BITS = 1 << 10
 
 
+#: Key types of which the MERGE bounds the target's keys by the step's lowest and highest key: a single
+#: integer key column (its bounds are exact integer literals; ``t.k = s.k`` implies them).
+KEY_RANGE_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
+
+
+def key_range_applies(key_types: Sequence[str], target_rows: int) -> bool:
+    """Whether a MERGE on keys of these (target) types into a target of ``target_rows`` rows takes a
+    :func:`key_range_condition` (worth its Spark job over the staged keys where a key filter is)."""
+    return len(key_types) == 1 and key_types[0] in KEY_RANGE_TYPES and target_rows >= KEY_FILTER_MIN_TARGET_ROWS
+
+
+def key_range_condition(alias: str, key: str, lowest: int, highest: int) -> str:
+    """The condition that ``alias``'s key lies between the step's lowest and highest key. Iceberg prunes
+    the data files whose key bounds lie outside it: the files of the snapshot's earlier chunks while it
+    loads the next ones, the old files of a table whose changes come in key order."""
+    return f"{alias}.{quote(key)} BETWEEN {int(lowest)} AND {int(highest)}"
+
+
 def key_filter_pays_off(target_rows: int, changed_rows: int) -> bool:
     """Whether a MERGE of ``changed_rows`` staged rows into a target of ``target_rows`` rows (data file
     records, deleted ones included) is worth a :class:`KeyFilter`: the target is large, several times

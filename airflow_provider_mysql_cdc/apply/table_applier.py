@@ -38,6 +38,8 @@ from airflow_provider_mysql_cdc.apply.plan import (
     TableStep,
     key_filter_applies,
     key_filter_pays_off,
+    key_range_applies,
+    key_range_condition,
     newest_applied_state,
     plan_schema_changes,
     plan_table,
@@ -97,6 +99,10 @@ def _as_target_column(staged_names: Mapping[str, str], column: str, type_text: s
 
     name = staged_names.get(column.lower())
     return (F.lit(None) if name is None else F.col(quote(name))).cast(type_text).alias(column)
+
+
+#: The lowest and highest value of a step's integer key.
+KeyBounds = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -400,17 +406,8 @@ class TableApplier:
         # With NOT MATCHED BY SOURCE the join is a full outer join: every target row takes part anyway.
         full_outer = replace_rest or bool(backfills)
         types = {c.lower(): t for c, t in target_columns}
-        if changes is not None and not full_outer and key_filter_pays_off(self._target_rows(), changed_rows):
-            key_types = [types.get(k.lower(), "") for k in keys]
-            if key_filter_applies(key_types) and all(k.lower() in source_names for k in keys):
-                key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
-                key_filter = self._key_filter(changes.select(*key_columns))
-                if key_filter is not None:
-                    condition = key_filter.condition("t", keys)
-                    if temporal:  # an invalid date's key is staged as NULL: such rows skip the filter
-                        condition = " OR ".join([condition, *(f"t.{quote(k)} IS NULL" for k in temporal)])
-                    on += f" AND ({condition})"
-                    args[KeyFilter.PARAMETER] = key_filter.parameter()
+        if changes is not None and not full_outer:
+            on += self._target_narrowing(changes, keys, types, source_names, temporal, changed_rows, args)
         # Only a step with partial row images needs the target's own values (the CASE of
         # merge_update_value): without them the MERGE reads no more of the target than its keys.
         partial = PARTIAL_COLUMN in source_names and any(f.partial_rows for f in staged.files)
@@ -609,14 +606,66 @@ class TableApplier:
             self.spark.catalog.dropTempView(view)
         self.report.schema_changes.append(f"replaced {self.target} ({step.describe()})")
 
-    def _key_filter(self, keys: DataFrame) -> KeyFilter | None:
+    def _key_filter(self, keys: DataFrame, bounded: bool = False) -> tuple[KeyFilter | None, KeyBounds | None]:
         """The :class:`KeyFilter` of ``keys`` (the key columns of every staged change, as the target's
         types; at most :data:`KEY_FILTER_MAX_ROWS` rows), or None when they hold more than
-        :data:`KEY_FILTER_MAX_KEYS` distinct keys."""
+        :data:`KEY_FILTER_MAX_KEYS` distinct keys; and, when ``bounded``, the lowest and highest value
+        of the first (integer) key column, found by the same Spark job."""
         from pyspark.sql import functions as F
 
-        hashes = keys.select(F.xxhash64(*[F.col(quote(c)) for c in keys.columns]))
-        return KeyFilter.of_hashes({int(row[0]) for row in hashes.collect()})  # one stage: no shuffle
+        hashed = F.xxhash64(*[F.col(quote(c)) for c in keys.columns])
+        rows = keys.select(hashed, *([F.col(quote(keys.columns[0]))] if bounded else [])).collect()
+        values = [int(row[1]) for row in rows if row[1] is not None] if bounded else []
+        key_filter = KeyFilter.of_hashes({int(row[0]) for row in rows})  # one stage: no shuffle
+        return key_filter, ((min(values), max(values)) if values else None)
+
+    def _target_narrowing(
+        self,
+        changes: DataFrame,
+        keys: Sequence[str],
+        types: Mapping[str, str],
+        source_names: Mapping[str, str],
+        temporal: Sequence[str],
+        changed_rows: int,
+        args: dict[str, Any],
+    ) -> str:
+        """Conditions on the target alone for the MERGE's ON clause (each implied by the key match, so
+        none changes the result): the staged keys' range, which lets Iceberg skip data files, and the
+        :class:`KeyFilter`, which keeps most other rows out of the join's shuffle (its parameter goes
+        into ``args``). "" where neither pays off."""
+        key_types = [types.get(k.lower(), "") for k in keys]
+        target_rows = self._target_rows()
+        narrowing = ""
+
+        def projected(column: str, type_text: str) -> Column:
+            return _as_target_column(source_names, column, type_text)
+
+        ranged = key_range_applies(key_types, target_rows) and keys[0].lower() in source_names
+        bounds: KeyBounds | None = None
+        filtered = key_filter_applies(key_types) and all(k.lower() in source_names for k in keys)
+        if filtered and key_filter_pays_off(target_rows, changed_rows):
+            key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
+            key_filter, bounds = self._key_filter(changes.select(*key_columns), bounded=ranged)
+            if key_filter is not None:
+                condition = key_filter.condition("t", keys)
+                if temporal:  # an invalid date's key is staged as NULL: such rows skip the filter
+                    condition = " OR ".join([condition, *(f"t.{quote(k)} IS NULL" for k in temporal)])
+                narrowing += f" AND ({condition})"
+                args[KeyFilter.PARAMETER] = key_filter.parameter()
+        elif ranged:  # a snapshot's batch, or a window too large for a key filter
+            bounds = self._key_bounds(changes.select(projected(keys[0], key_types[0])))
+        if ranged and bounds is not None:
+            narrowing += f" AND {key_range_condition('t', keys[0], *bounds)}"
+        return narrowing
+
+    def _key_bounds(self, key: DataFrame) -> KeyBounds | None:
+        """The lowest and highest value of ``key`` (one integer column, as the target's type), or None
+        when it holds none."""
+        from pyspark.sql import functions as F
+
+        column = F.col(key.columns[0])
+        lowest, highest = key.agg(F.min(column), F.max(column)).collect()[0]
+        return None if lowest is None else (int(lowest), int(highest))
 
     # -- steps --------------------------------------------------------------------------------------
 

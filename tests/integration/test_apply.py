@@ -506,10 +506,10 @@ def test_the_key_filter_keeps_every_match_of_every_key_type(
     filters: list[tuple[str, int | None]] = []
     real_key_filter = TableApplier._key_filter
 
-    def recording_key_filter(self: TableApplier, keys: Any) -> Any:
-        found = real_key_filter(self, keys)
+    def recording_key_filter(self: TableApplier, keys: Any, bounded: bool = False) -> Any:
+        found, bounds = real_key_filter(self, keys, bounded)
         filters.append((self.table_name.split(".")[1], None if found is None else found.bits))
-        return found
+        return found, bounds
 
     monkeypatch.setattr(TableApplier, "_key_filter", recording_key_filter)
 
@@ -634,6 +634,55 @@ def test_a_merge_of_whole_row_images_reads_no_more_of_the_target_than_its_keys(
     _check_customers(spark, mysql_server, db)
     assert len(plans) == 1, plans
     assert data_columns <= _target_columns_read(plans[0], target), plans[0]
+
+
+def test_the_merge_bounds_an_integer_key_by_the_lowest_and_highest_staged_key(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into a large target, a MERGE on one integer key carries the step's lowest and highest key,
+    pushed into the target's scan so Iceberg can skip the data files outside them: each batch of a
+    snapshot's load after the first, and a window of new and recently added rows. The target equals
+    MySQL after the load and after the window."""
+    db = "apply_range"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {db}",
+        f"CREATE DATABASE {db}",
+        f"CREATE TABLE {db}.events (id BIGINT PRIMARY KEY, v INT NOT NULL)",
+        f"INSERT INTO {db}.events VALUES {', '.join(f'({i}, {i % 97})' for i in range(1, 2001))}",
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, db, TableSelection.of(f"{db}.events"), chunk_rows=500)
+    assert len(pipeline.snapshot("run-1")) == 4
+    allow_key_filters_on_small_tables(monkeypatch)
+    target = f"{CATALOG}.{db}.events"
+    scans: list[str] = []
+    real_sql = SparkSession.sql
+
+    def recording_sql(self: SparkSession, text: str, *args: Any, **kwargs: Any) -> Any:
+        frame = real_sql(self, text, *args, **kwargs)
+        if text.startswith("MERGE INTO "):  # of the one table of the pipeline
+            plan = frame._jdf.queryExecution().executedPlan().toString()
+            scans.append(" ".join(re.findall(rf"BatchScan {re.escape(target)}\[[^\]]*\] ([^\n]*)", plan)))
+        return frame
+
+    monkeypatch.setattr(SparkSession, "sql", recording_sql)
+
+    def check() -> None:
+        columns = ["id", "v"]
+        assert iceberg_rows(spark, target, columns) == mysql_rows(mysql_server, f"{db}.events", columns)
+
+    mysql_server.execute(
+        f"INSERT INTO {db}.events VALUES {', '.join(f'({i}, 1)' for i in range(2001, 2101))}",
+        f"UPDATE {db}.events SET v = -v WHERE id BETWEEN 1990 AND 2050",
+        f"DELETE FROM {db}.events WHERE id IN (1995, 2005)",
+    )
+    pipeline.capture("run-1")
+    apply(spark, pipeline, 1, chunks_per_commit=1)
+    check()
+    assert len(scans) == 5, scans  # four batches of the load, then the window
+    assert "filters=," in scans[0] or "filters=]" in scans[0], scans[0]  # the first batch: no target yet
+    for lowest, scan in zip((501, 1001, 1501), scans[1:4], strict=True):
+        assert f"id >= {lowest}" in scan and f"id <= {lowest + 499}" in scan, scan
+    assert "id >= 1990" in scans[4] and "id <= 2100" in scans[4], scans[4]
 
 
 def _check_customers(spark: SparkSession, server: MySqlTestServer, db: str) -> None:

@@ -19,6 +19,8 @@ from airflow_provider_mysql_cdc.apply.plan import (
     KeyFilter,
     key_filter_applies,
     key_filter_pays_off,
+    key_range_applies,
+    key_range_condition,
 )
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -122,3 +124,29 @@ def test_a_key_filter_pays_off_for_large_targets_and_small_change_sets(
     target_rows: int, changed_rows: int, pays_off: bool
 ) -> None:
     assert key_filter_pays_off(target_rows, changed_rows) is pays_off
+
+
+@pytest.mark.parametrize(
+    ("types", "target_rows", "applies"),
+    [
+        (["bigint"], KEY_FILTER_MIN_TARGET_ROWS, True),
+        (["int"], 10**9, True),
+        (["tinyint"], KEY_FILTER_MIN_TARGET_ROWS, True),
+        (["bigint"], KEY_FILTER_MIN_TARGET_ROWS - 1, False),  # a small target: not worth the job
+        (["bigint", "int"], 10**9, False),  # composite keys are not bounded
+        (["string"], 10**9, False),  # only integers: exact literals
+        (["decimal(20,0)"], 10**9, False),
+        (["date"], 10**9, False),
+        (["double"], 10**9, False),
+        ([], 10**9, False),
+    ],
+)
+def test_a_key_range_bounds_a_single_integer_key_of_a_large_target(
+    types: list[str], target_rows: int, applies: bool
+) -> None:
+    assert key_range_applies(types, target_rows) is applies
+
+
+def test_the_key_range_condition_is_an_inclusive_range_of_integer_literals() -> None:
+    assert key_range_condition("t", "id", -5, 2**63 - 1) == f"t.`id` BETWEEN -5 AND {2**63 - 1}"
+    assert key_range_condition("t", "we`ird", 7, 7) == "t.`we``ird` BETWEEN 7 AND 7"
