@@ -582,6 +582,26 @@ def test_a_key_filter_that_missed_keys_would_break_the_table(
     assert rows[0] > rows[1] and rows[2] > 0, rows  # keys written twice, deleted keys still there
 
 
+def record_merge_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The physical plans of the MERGE statements run from now on (the list fills as they run)."""
+    plans: list[str] = []
+    real_sql = SparkSession.sql
+
+    def recording_sql(self: SparkSession, text: str, *args: Any, **kwargs: Any) -> Any:
+        frame = real_sql(self, text, *args, **kwargs)
+        if text.startswith("MERGE INTO "):
+            plans.append(frame._jdf.queryExecution().executedPlan().toString())
+        return frame
+
+    monkeypatch.setattr(SparkSession, "sql", recording_sql)
+    return plans
+
+
+def _target_scans(plan: str, target: str) -> str:
+    """What a physical plan's scans of ``target`` say after their columns (the filters pushed into them)."""
+    return " ".join(re.findall(rf"BatchScan {re.escape(target)}\[[^\]]*\] ([^\n]*)", plan))
+
+
 def _target_columns_read(plan: str, target: str) -> set[str]:
     """The columns (data and metadata) a physical plan's scan of ``target`` reads."""
     scans = re.findall(rf"BatchScan {re.escape(target)}\[([^\]]*)\]", plan)
@@ -601,16 +621,7 @@ def test_a_merge_of_whole_row_images_reads_no_more_of_the_target_than_its_keys(
     pipeline = SnapshotPipeline(mysql_server, tmp_path, db, TableSelection.of(f"{db}.customers"))
     pipeline.snapshot("run-1")
     target = f"{CATALOG}.{db}.customers"
-    plans: list[str] = []
-    real_sql = SparkSession.sql
-
-    def recording_sql(self: SparkSession, text: str, *args: Any, **kwargs: Any) -> Any:
-        frame = real_sql(self, text, *args, **kwargs)
-        if text.startswith("MERGE INTO "):  # of the one table of the pipeline
-            plans.append(frame._jdf.queryExecution().executedPlan().toString())
-        return frame
-
-    monkeypatch.setattr(SparkSession, "sql", recording_sql)
+    plans = record_merge_plans(monkeypatch)  # of the one table of the pipeline
     data_columns = set(CUSTOMER_COLUMNS) - {"id"}
 
     mysql_server.execute(
@@ -654,17 +665,7 @@ def test_the_merge_bounds_an_integer_key_by_the_lowest_and_highest_staged_key(
     assert len(pipeline.snapshot("run-1")) == 4
     allow_key_filters_on_small_tables(monkeypatch)
     target = f"{CATALOG}.{db}.events"
-    scans: list[str] = []
-    real_sql = SparkSession.sql
-
-    def recording_sql(self: SparkSession, text: str, *args: Any, **kwargs: Any) -> Any:
-        frame = real_sql(self, text, *args, **kwargs)
-        if text.startswith("MERGE INTO "):  # of the one table of the pipeline
-            plan = frame._jdf.queryExecution().executedPlan().toString()
-            scans.append(" ".join(re.findall(rf"BatchScan {re.escape(target)}\[[^\]]*\] ([^\n]*)", plan)))
-        return frame
-
-    monkeypatch.setattr(SparkSession, "sql", recording_sql)
+    plans = record_merge_plans(monkeypatch)  # of the one table of the pipeline
 
     def check() -> None:
         columns = ["id", "v"]
@@ -678,6 +679,7 @@ def test_the_merge_bounds_an_integer_key_by_the_lowest_and_highest_staged_key(
     pipeline.capture("run-1")
     apply(spark, pipeline, 1, chunks_per_commit=1)
     check()
+    scans = [_target_scans(plan, target) for plan in plans]
     assert len(scans) == 5, scans  # four batches of the load, then the window
     assert "filters=," in scans[0] or "filters=]" in scans[0], scans[0]  # the first batch: no target yet
     for lowest, scan in zip((501, 1001, 1501), scans[1:4], strict=True):
