@@ -663,7 +663,7 @@ class TableApplier:
         when it holds none."""
         from pyspark.sql import functions as F
 
-        column = F.col(key.columns[0])
+        column = F.col(quote(key.columns[0]))
         lowest, highest = key.agg(F.min(column), F.max(column)).collect()[0]
         return None if lowest is None else (int(lowest), int(highest))
 
