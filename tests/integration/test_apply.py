@@ -683,9 +683,9 @@ def test_the_merge_bounds_an_integer_key_by_the_lowest_and_highest_staged_key(
     pipeline.capture("run-1")
     apply(spark, pipeline, 1, chunks_per_commit=1)
     check()
-    scans = [_target_scans(plan, target) for plan in plans]
+    scans = [_target_scans(merge_plan, target) for merge_plan in plans]
     assert len(scans) == 5, scans  # four batches of the load, then the window
-    assert "filters=," in scans[0] or "filters=]" in scans[0], scans[0]  # the first batch: no target yet
+    assert "filters=," in scans[0] or "filters=]" in scans[0], scans[0]  # the first batch: a full outer join, unbounded
     for lowest, scan in zip((501, 1001, 1501), scans[1:4], strict=True):
         assert f"id >= {lowest}" in scan and f"id <= {lowest + 499}" in scan, scan
     assert "id >= 1990" in scans[4] and "id <= 2100" in scans[4], scans[4]
