@@ -636,15 +636,11 @@ class TableApplier:
         key_types = [types.get(k.lower(), "") for k in keys]
         target_rows = self._target_rows()
         narrowing = ""
-
-        def projected(column: str, type_text: str) -> Column:
-            return _as_target_column(source_names, column, type_text)
-
         ranged = key_range_applies(key_types, target_rows) and keys[0].lower() in source_names
         bounds: KeyBounds | None = None
         filtered = key_filter_applies(key_types) and all(k.lower() in source_names for k in keys)
         if filtered and key_filter_pays_off(target_rows, changed_rows):
-            key_columns = [projected(k, t) for k, t in zip(keys, key_types, strict=True)]
+            key_columns = [_as_target_column(source_names, k, t) for k, t in zip(keys, key_types, strict=True)]
             key_filter, bounds = self._key_filter(changes.select(*key_columns), bounded=ranged)
             if key_filter is not None:
                 condition = key_filter.condition("t", keys)
@@ -653,7 +649,7 @@ class TableApplier:
                 narrowing += f" AND ({condition})"
                 args[KeyFilter.PARAMETER] = key_filter.parameter()
         elif ranged:  # a snapshot's batch, or a window too large for a key filter
-            bounds = self._key_bounds(changes.select(projected(keys[0], key_types[0])))
+            bounds = self._key_bounds(changes.select(_as_target_column(source_names, keys[0], key_types[0])))
         if ranged and bounds is not None:
             narrowing += f" AND {key_range_condition('t', keys[0], *bounds)}"
         return narrowing
