@@ -175,6 +175,7 @@ class ExactnessPipeline:
         *,
         own_jvm: bool = False,
         oracle: MySqlTestServer | None = None,
+        apply_settings: dict[str, Any] | None = None,
         **snapshot_settings: Any,
     ) -> None:
         self.server = server
@@ -183,6 +184,8 @@ class ExactnessPipeline:
         self.name = name
         self.databases = tuple(databases)
         self.own_jvm = own_jvm
+        #: Fields of every window's :class:`ApplySpec` beyond its windows and catalog (``chunks_per_commit``).
+        self.apply_settings = dict(apply_settings or {})
         self.warehouse = Path(spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse"))
         self.root = tmp_path / name
         self.root.mkdir(parents=True, exist_ok=True)
@@ -229,7 +232,9 @@ class ExactnessPipeline:
         """Apply a captured window and record it (and the tables it leaves waiting for a rebuild);
         raise :class:`WindowStopped` when the apply, or a table's apply, stopped with an error."""
         window_id = result.window_id
-        config = ApplySpec(self.name, str(self.engine.staging), window_id, window_id, catalog=CATALOG)
+        config = ApplySpec(
+            self.name, str(self.engine.staging), window_id, window_id, catalog=CATALOG, **self.apply_settings
+        )
         try:
             report = self._apply(config)
         except MySqlCdcError as exc:
