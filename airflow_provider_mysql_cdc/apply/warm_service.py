@@ -8,7 +8,8 @@ driver creates its session once and then serves apply requests on a Unix socket 
 (``0700``; the socket ``0600``). Each request names an :class:`~.contract.ApplySpec` URI; the service
 applies it with the job's own code (:func:`~.spark_job.apply_in_session`), streams the job's log lines
 back and answers the job's exit code. Later applies with the same command line find the socket and
-skip the start.
+skip the start. After its first request the service rehearses the apply's MERGE once on a scratch table
+(:mod:`.rehearsal`), so that the next window does not pay for a cold JVM's first MERGE.
 
 Stopped cleanly, by itself: after ``idle_seconds`` without a request it stops its session, removes
 its socket and pid file and exits; after an error that is not one of this package's named errors (a
@@ -364,15 +365,29 @@ def _requests(listener: socket.socket, socket_path: Path, bound: int, idle_secon
         yield connection
 
 
+def _rehearse(spark: SparkSession, warehouse: Path) -> None:
+    """Rehearse the apply's MERGE (:mod:`.rehearsal`); a failure is logged, the service goes on (a session
+    it broke fails the next request, which stops the service)."""
+    from airflow_provider_mysql_cdc.apply.rehearsal import rehearse_merge
+
+    try:
+        rehearse_merge(spark, warehouse)
+    except Exception:
+        log.warning("the rehearsal of the apply's MERGE failed; the service goes on", exc_info=True)
+
+
 def serve(
     socket_path: Path,
     idle_seconds: float,
     spark: SparkSession,
     handle: Callable[[SparkSession, dict[str, Any], Callable[[dict[str, Any]], None]], bool] = _serve_request,
+    rehearse: Callable[[SparkSession, Path], None] | None = _rehearse,
 ) -> int:
     """The service's loop: ``handle`` serves one request at a time (it returns False when the service must
     stop: an error that may have broken the session) until a stop request, or until ``idle_seconds``
-    pass without a request. The session is stopped at the end."""
+    pass without a request. After the first request served, ``rehearse`` runs once (with a scratch folder
+    of the service's private folder), while the service waits for the next. The session is stopped at the
+    end."""
     paths = ServicePaths(socket_path.parent, socket_path.name.removesuffix(".sock"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o077)
@@ -387,6 +402,7 @@ def serve(
     log.info("warm service %s listening (idle timeout %.0f s)", paths.key, idle_seconds)
     try:
         for connection in _requests(listener, socket_path, bound, idle_seconds):
+            served = False
             with connection, connection.makefile("rw", encoding="utf-8") as stream:
                 connection.settimeout(None)
 
@@ -406,6 +422,11 @@ def serve(
                     return 0
                 elif not handle(spark, request, send):
                     return 0
+                else:
+                    served = True
+            if served and rehearse is not None:  # the client has its answer and is gone
+                rehearse(spark, paths.folder / f"{paths.key}.rehearsal")
+                rehearse = None
         return 0
     finally:
         listener.close()

@@ -1,8 +1,9 @@
 """The warm Spark service of the apply, against real parts: spark-submit starts the service's driver
 (its own JVM, local master, the Iceberg jars), which applies windows captured from the real MySQL
 server into a Hadoop catalog; the Iceberg tables, read by this process's own Spark session, are
-compared with MySQL after every window. The service is reused, survives a bad request, is replaced
-after it was killed, and stops by itself and on request (its pid, socket and files checked)."""
+compared with MySQL after every window. The service is reused, rehearses the apply's MERGE once in
+its idle time, survives a bad request, is replaced after it was killed, and stops by itself and on
+request (its pid, socket and files checked)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport
+from airflow_provider_mysql_cdc.apply.rehearsal import REHEARSAL_ROWS_AFTER, rehearse_merge
 from airflow_provider_mysql_cdc.apply.warm_service import (
     SERVICE_APPLICATION,
     WarmApplyClient,
@@ -115,6 +117,9 @@ def test_a_warm_service_applies_window_after_window_and_stops_cleanly(
     assert any("reused" in line for line in said) and not any("starting" in line for line in said)
     assert _pid(client) == first_pid
     assert applied.tables[f"{DB}.customers"].windows_applied == [2]
+    # Between the two, the service rehearsed a MERGE once, in a scratch folder it removed.
+    assert client.paths.log.read_text().count("rehearsed the apply's MERGE") == 1
+    assert [path.name for path in folder.iterdir() if "rehearsal" in path.name] == []
 
     # A spec that is not there is bad input (exit 2); the service goes on.
     assert client.run(str(tmp_path / "nowhere.json"), lambda _: None) == 2
@@ -149,3 +154,14 @@ def test_a_warm_service_applies_window_after_window_and_stops_cleanly(
         time.sleep(0.5)
     assert not process_alive(third_pid)
     assert not idle.paths.socket.exists() and not idle.paths.pid.exists()
+
+
+def test_the_rehearsal_merges_a_scratch_table_and_leaves_nothing(spark: SparkSession, tmp_path: Path) -> None:
+    """The rehearsal deletes, updates and inserts (the rows it ends with), in a catalog of its own
+    whose warehouse it removes; the session's own catalog is not touched."""
+    tables_before = spark.sql(f"SHOW NAMESPACES IN {CATALOG}").collect()
+    warehouse = tmp_path / "rehearsal"
+    assert rehearse_merge(spark, warehouse) == REHEARSAL_ROWS_AFTER == 80
+    assert not warehouse.exists()
+    assert spark.sql(f"SHOW NAMESPACES IN {CATALOG}").collect() == tables_before
+    assert rehearse_merge(spark, warehouse) == REHEARSAL_ROWS_AFTER  # again, in the same session
