@@ -55,6 +55,10 @@ no spark-submit, JVM or session start in them.
    apply job of that same window through ``spark-submit`` (``local[2]``, the operator's catalog properties
    and jars; its report must say ``up_to_date`` too), timed around the process. The
    line ``idle window 3 (no change): ...`` gives both and their ratio.
+7. **Airflow's floor**: ``airflow dags test`` of a DAG of as many tasks as the timed run had, chained
+   ``EmptyOperator`` tasks (its own DAGs folder, the same Airflow home), timed around the process: what
+   Airflow alone costs such a run. The line ``airflow floor: ...`` and the summary's
+   ``airflow_floor_s`` / ``beyond_floor_s`` (the timed run's wall less it) give it.
 
 The benchmark fails (exit code 1) when: either run's ``airflow dags test`` exits non-zero or the run's
 state is not ``success`` or a task instance (other than the skipped snapshot of the second run) did
@@ -256,13 +260,47 @@ def runner_start_seconds(tis: Sequence[TaskInstanceTimes], reported: Mapping[str
     return seconds
 
 
-def summary_line(changes: int, wall: float, seconds: Mapping[str, float]) -> str:
+def summary_line(changes: int, wall: float, seconds: Mapping[str, float], floor: float | None = None) -> str:
     """``e2e changes=<n> wall_s=<w> <short>_s=<t> ... other_s=<wall minus the tasks>`` (tasks of :data:`TASKS`
-    by short name, in DAG order, then any other task by its id)."""
+    by short name, in DAG order, then any other task by its id), then ``airflow_floor_s=<f>
+    beyond_floor_s=<w - f>`` when the floor was measured."""
     short = dict(TASKS)
     parts = [f"{short.get(task_id, task_id)}_s={value:.1f}" for task_id, value in seconds.items()]
     other = wall - sum(seconds.values())
-    return f"e2e changes={changes} wall_s={wall:.1f} " + " ".join(parts) + f" other_s={other:.1f}"
+    line = f"e2e changes={changes} wall_s={wall:.1f} " + " ".join(parts) + f" other_s={other:.1f}"
+    if floor is not None:
+        line += f" airflow_floor_s={floor:.1f} beyond_floor_s={wall - floor:.1f}"
+    return line
+
+
+#: The DAG of the floor run: as many tasks as the example DAG, in one chain, each doing nothing.
+FLOOR_DAG_ID = "bench_e2e_floor"
+
+
+def floor_dag_source(tasks: int) -> str:
+    """A DAG file of ``tasks`` chained ``EmptyOperator`` tasks (:data:`FLOOR_DAG_ID`)."""
+    return (
+        "import pendulum\n"
+        "from airflow.providers.standard.operators.empty import EmptyOperator\n"
+        "from airflow.sdk import DAG, chain\n\n"
+        f"with DAG({FLOOR_DAG_ID!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1), catchup=False) as dag:\n"
+        f"    chain(*(EmptyOperator(task_id=f'task_{{n}}') for n in range({tasks})))\n"
+    )
+
+
+def airflow_floor(env: Mapping[str, str], home: Path, tasks: int) -> float:
+    """Wall seconds of ``airflow dags test`` of :func:`floor_dag_source` in the same Airflow home (its own
+    DAGs folder): what Airflow alone costs such a run."""
+    folder = home / "floor-dags"
+    folder.mkdir(exist_ok=True)
+    (folder / "floor.py").write_text(floor_dag_source(tasks))
+    argv = [str(VENV_BIN / "airflow"), "dags", "test", FLOOR_DAG_ID, datetime.now(UTC).isoformat()]
+    clock = time.monotonic()
+    code = run_logged(argv, {**env, "AIRFLOW__CORE__DAGS_FOLDER": str(folder)}, home / "floor.log", 600)
+    wall = time.monotonic() - clock
+    if code != 0:
+        raise BenchmarkError(f"the floor run failed (exit {code}):\n{(home / 'floor.log').read_text()[-3000:]}")
+    return wall
 
 
 # -- child processes ---------------------------------------------------------------------------------
@@ -737,7 +775,14 @@ def timed_runs(server: Server, options: Options, home: Path, env: dict[str, str]
         f"(ratio {idle_apply / job_seconds:.3f})",
         flush=True,
     )
-    return summary_line(options.changes, timed.wall, seconds_by_task)
+    tasks = len({ti.task_id for ti in timed.tis})
+    floor = airflow_floor(env, home, tasks)
+    print(
+        f"airflow floor: `airflow dags test` of {tasks} chained EmptyOperator tasks in the same home "
+        f"{floor:.1f} s; the timed run less it {timed.wall - floor:.1f} s",
+        flush=True,
+    )
+    return summary_line(options.changes, timed.wall, seconds_by_task, floor)
 
 
 def instance_name(explicit: str | None) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from benchmarks.e2e import (
+    FLOOR_DAG_ID,
     TASKS,
     TaskInstanceTimes,
     busy_seconds,
+    floor_dag_source,
     overhead_split,
     reported_starts,
     runner_start_seconds,
@@ -80,6 +83,19 @@ def test_summary_line_has_a_short_name_per_task_and_the_rest_as_other() -> None:
         "e2e changes=100000 wall_s=30.0 preflight_s=1.0 headroom_s=0.0 plan_s=0.0 snapshot_s=0.0 "
         "capture_s=4.2 apply_s=20.0 other_s=4.8"
     )
+    assert summary_line(100_000, 30.0, seconds, floor=7.25).endswith(
+        " other_s=4.8 airflow_floor_s=7.2 beyond_floor_s=22.8"
+    )
+
+
+def test_the_floor_dag_chains_as_many_empty_tasks_as_asked() -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(floor_dag_source(7), "floor.py", "exec"), namespace)
+    dag = namespace["dag"]
+    names = [f"task_{n}" for n in range(7)]
+    assert dag.dag_id == FLOOR_DAG_ID and sorted(dag.task_ids) == sorted(names)
+    assert [sorted(dag.get_task(name).downstream_task_ids) for name in names] == [[n] for n in names[1:]] + [[]]
+    assert {type(task).__name__ for task in dag.tasks} == {"EmptyOperator"}
 
 
 def test_task_started_lines_give_the_runner_start_of_each_task_instance() -> None:
