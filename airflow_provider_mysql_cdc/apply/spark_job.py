@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec, TableReport
 from airflow_provider_mysql_cdc.apply.iceberg_session import (
     configure_catalog_cache,
+    configure_shuffle_partitions,
     java_error_summary,
     require_reachable_catalog,
 )
@@ -76,6 +77,7 @@ def run_apply(spark: SparkSession, config: ApplySpec) -> ApplyReport:
             "org.apache.iceberg.spark.SparkCatalog and its type/warehouse (or uri) for the apply job"
         )
     configure_catalog_cache(spark, config.catalog)
+    configure_shuffle_partitions(spark)
     require_reachable_catalog(spark, config.catalog)
     object_store = spark_object_store(spark)
     staging = Staging(config.staging_uri, config.pipeline, object_store)

@@ -748,3 +748,21 @@ def test_the_key_filter_condition_in_spark_computes_the_bits_of_its_filter(spark
         _check_key_filter_condition(spark, frame, [["n"], ["text"], keys])
     finally:
         spark.conf.set("spark.sql.ansi.enabled", previous)
+
+
+def test_a_local_job_without_shuffle_partitions_gets_two_a_core_and_a_set_value_stays(spark: SparkSession) -> None:
+    """The apply's session: unset, ``spark.sql.shuffle.partitions`` becomes two per core of the local
+    master; set by the application or the session, it is left as it is."""
+    from airflow_provider_mysql_cdc.apply.iceberg_session import SHUFFLE_PARTITIONS, configure_shuffle_partitions
+
+    before = str(spark.conf.get(SHUFFLE_PARTITIONS))
+    try:
+        spark.conf.unset(SHUFFLE_PARTITIONS)
+        assert spark.conf.get(SHUFFLE_PARTITIONS, None) is None
+        configure_shuffle_partitions(spark)
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == str(2 * spark.sparkContext.defaultParallelism) == "4"
+        spark.conf.set(SHUFFLE_PARTITIONS, "3")
+        configure_shuffle_partitions(spark)
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == "3"
+    finally:
+        spark.conf.set(SHUFFLE_PARTITIONS, before)
