@@ -6,7 +6,8 @@ MERGE, so the next window's apply paid that cost (about 1 s of a 1,000-change wi
 its first request the service rehearses once: the apply's steps (staged Parquet read back, each key's last
 change, a MERGE with a key filter that deletes, updates and inserts, and its commit) on a few rows of a
 scratch table. The table lives in a Hadoop catalog of its own on the service's private folder, never in
-the user's catalog, and is removed afterwards.
+the user's catalog, and is removed afterwards. Only on a local master: the executors of a cluster could not
+read the driver's folder.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def rehearse_merge(spark: SparkSession, warehouse: Path) -> int:
     try:
         spark.sql(f"CREATE TABLE {table} ({_COLUMNS}) USING iceberg TBLPROPERTIES ({properties})")
         spark.sql(f"INSERT INTO {table} {rows.format(_ROWS)}")
-        staged = str(warehouse / "staged")
+        staged = (warehouse / "staged").resolve().as_uri()  # this machine's disk, whatever the default file system
         # Every key changed twice (the later change wins), a quarter deleted, new keys past the end.
         changes = spark.sql(rows.format(f"{_ROWS // 2}, {_ROWS * 3 // 2}"))
         op = F.when(F.col("id") % 4 == 0, "d").when(F.col("id") < _ROWS, "u").otherwise("c")

@@ -366,10 +366,13 @@ def _requests(listener: socket.socket, socket_path: Path, bound: int, idle_secon
 
 
 def _rehearse(spark: SparkSession, warehouse: Path) -> None:
-    """Rehearse the apply's MERGE (:mod:`.rehearsal`); a failure is logged, the service goes on (a session
-    it broke fails the next request, which stops the service)."""
+    """Rehearse the apply's MERGE (:mod:`.rehearsal`) on a local master; a failure is logged, the service
+    goes on (a session it broke fails the next request, which stops the service)."""
     from airflow_provider_mysql_cdc.apply.rehearsal import rehearse_merge
 
+    if not str(spark.sparkContext.master).startswith("local"):
+        log.info("no rehearsal of the apply's MERGE: the scratch table needs a local master")
+        return
     try:
         rehearse_merge(spark, warehouse)
     except Exception:
