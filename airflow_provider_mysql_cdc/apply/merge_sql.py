@@ -48,6 +48,30 @@ def final_version(step: ApplyWindow, table_schemas: Sequence[SchemaVersionInfo])
     return None
 
 
+def merge_statement(
+    target: str,
+    view: str,
+    on: str,
+    columns: Sequence[str],
+    updates: str,
+    insert_condition: str = "",
+    untouched: str = "",
+) -> str:
+    """The apply's MERGE of the staged rows of ``view`` (``s``, one per key) into ``target`` (``t``) on
+    ``on``: a staged delete deletes the matched row, any other change sets ``updates`` on it, or inserts
+    ``columns`` where the key is new (and ``insert_condition``, `` AND ...``, holds); ``untouched`` is the
+    clause for target rows no staged row matches (`` WHEN NOT MATCHED BY SOURCE ...``)."""
+    names = ", ".join(quote(c) for c in columns)
+    values = ", ".join(f"s.{quote(c)}" for c in columns)
+    return (
+        f"MERGE INTO {target} t USING {view} s ON {on} "
+        f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {updates} "
+        f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd'{insert_condition} THEN INSERT ({names}) VALUES ({values})"
+        + untouched
+    )
+
+
 def merge_update_value(column: str, partial: bool, backfill: str | None = None) -> str:
     """The MERGE's new value of a target column: the staged one, or, where a partial row image lacks the
     column, the target's own, or ``backfill`` (an expression) for a column the window added: the row

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airflow_provider_mysql_cdc.apply.merge_sql import OP_COLUMN, TARGET_PROPERTIES
-from airflow_provider_mysql_cdc.apply.plan import KeyFilter
+from airflow_provider_mysql_cdc.apply.merge_sql import OP_COLUMN, TARGET_PROPERTIES, merge_statement, merge_update_value
+from airflow_provider_mysql_cdc.apply.plan import KeyFilter, quote
 from airflow_provider_mysql_cdc.apply.staged_rows import SEQ_COLUMN, key_match, last_change_per_key, sql_string
 
 if TYPE_CHECKING:
@@ -29,7 +29,14 @@ log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 
 #: The Spark catalog of the rehearsal's scratch table (registered by :func:`rehearse_merge`).
 REHEARSAL_CATALOG = "mysql_cdc_rehearsal"
-_COLUMNS = "id BIGINT, n INT, s STRING, amount DECIMAL(12,2), at TIMESTAMP_NTZ, seen TIMESTAMP"
+_COLUMNS = (
+    ("id", "BIGINT"),
+    ("n", "INT"),
+    ("s", "STRING"),
+    ("amount", "DECIMAL(12,2)"),
+    ("at", "TIMESTAMP_NTZ"),
+    ("seen", "TIMESTAMP"),
+)
 _ROWS = 64
 #: The scratch table's rows after the MERGE: the 32 keys it does not touch, and of the 32 it updates and
 #: the 32 it inserts, the three in four it does not delete.
@@ -53,7 +60,8 @@ def rehearse_merge(spark: SparkSession, warehouse: Path) -> int:
         "TIMESTAMP_NTZ'2024-01-01 00:00:00' AS at, TIMESTAMP'2024-01-01 00:00:00' AS seen FROM range({})"
     )
     try:
-        spark.sql(f"CREATE TABLE {table} ({_COLUMNS}) USING iceberg TBLPROPERTIES ({properties})")
+        definition = ", ".join(f"{name} {type_text}" for name, type_text in _COLUMNS)
+        spark.sql(f"CREATE TABLE {table} ({definition}) USING iceberg TBLPROPERTIES ({properties})")
         spark.sql(f"INSERT INTO {table} {rows.format(_ROWS)}")
         staged = (warehouse / "staged").resolve().as_uri()  # this machine's disk, whatever the default file system
         # Every key changed twice (the later change wins), a quarter deleted, new keys past the end.
@@ -68,14 +76,11 @@ def rehearse_merge(spark: SparkSession, warehouse: Path) -> int:
         if key_filter is None:  # 64 keys: far below the most a filter takes
             raise RuntimeError(f"no key filter of {len(hashes)} keys")
         source.createOrReplaceTempView("mysql_cdc_rehearsal_changes")
-        names = [name.split()[0] for name in _COLUMNS.split(", ")]
+        names = [name for name, _ in _COLUMNS]
+        updates = ", ".join(f"t.{quote(c)} = {merge_update_value(c, False)}" for c in names)
+        on = f"{key_match(['id'], [])} AND ({key_filter.condition('t', ['id'])})"
         spark.sql(
-            f"MERGE INTO {table} t USING mysql_cdc_rehearsal_changes s "
-            f"ON {key_match(['id'], [])} AND {key_filter.condition('t', ['id'])} "
-            f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in names)} "
-            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd' THEN INSERT ({', '.join(names)}) "
-            f"VALUES ({', '.join(f's.{c}' for c in names)})",
+            merge_statement(table, "mysql_cdc_rehearsal_changes", on, names, updates),
             args={KeyFilter.PARAMETER: key_filter.parameter()},
         )
         rows_after = int(spark.table(table).count())

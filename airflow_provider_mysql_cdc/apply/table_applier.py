@@ -26,6 +26,7 @@ from airflow_provider_mysql_cdc.apply.merge_sql import (
     describe_event,
     final_version,
     json_document_columns,
+    merge_statement,
     merge_update_value,
 )
 from airflow_provider_mysql_cdc.apply.multiset import MultisetSql, identity_columns
@@ -415,8 +416,6 @@ class TableApplier:
         updates = ", ".join(
             f"t.{quote(c)} = {merge_update_value(c, partial, backfilled.get(c.lower()))}" for c, _ in target_columns
         )
-        names = ", ".join(quote(c) for c, _ in target_columns)
-        values = ", ".join(f"s.{quote(c)}" for c, _ in target_columns)
         # A partial row whose key the target lacks has nothing to complete it: it is not inserted.
         complete = f" AND s.{PARTIAL_COLUMN} IS NULL" if partial else ""
         untouched = ""
@@ -426,12 +425,7 @@ class TableApplier:
             settings = [f"t.{quote(b.column)} = {backfilled[b.column.lower()]}" for b in backfills]
             untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
         view = self._view_name("cdc_apply", step)
-        statement = (
-            f"MERGE INTO {self.target} t USING {view} s ON {on} "
-            f"WHEN MATCHED AND s.{OP_COLUMN} = 'd' THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {updates} "
-            f"WHEN NOT MATCHED AND s.{OP_COLUMN} <> 'd'{complete} THEN INSERT ({names}) VALUES ({values})" + untouched
-        )
+        statement = merge_statement(self.target, view, on, [c for c, _ in target_columns], updates, complete, untouched)
         extra = [F.col(OP_COLUMN), *([F.col(PARTIAL_COLUMN)] if partial else [])]
         source.select(*[projected(c, t) for c, t in target_columns], *extra).createOrReplaceTempView(view)
         try:

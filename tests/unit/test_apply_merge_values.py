@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_mysql_cdc.apply.merge_sql import backfill_expressions, merge_update_value
+from airflow_provider_mysql_cdc.apply.merge_sql import backfill_expressions, merge_statement, merge_update_value
 from airflow_provider_mysql_cdc.apply.schema_alignment import ColumnBackfill, plan_window_changes, version_renames
 from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent, encode_value
 
@@ -64,3 +64,18 @@ def test_a_window_that_adds_a_column_gives_the_merge_its_backfill_under_the_fina
         {"name": "x", "column_id": 4},
     ]
     assert version_renames(staged_before_rename, {1: "id", 2: "v", 4: "y"}) == {"id": "id", "v": "v", "x": "y"}
+
+
+def test_the_merge_statement_deletes_updates_and_inserts_by_the_staged_op() -> None:
+    statement = merge_statement(
+        "lake.db.t", "v", "t.`id` = s.`id`", ["id", "Tier"], "t.`Tier` = s.`Tier`", " AND s._cdc_partial IS NULL"
+    )
+    assert statement == (
+        "MERGE INTO lake.db.t t USING v s ON t.`id` = s.`id` "
+        "WHEN MATCHED AND s._cdc_op = 'd' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.`Tier` = s.`Tier` "
+        "WHEN NOT MATCHED AND s._cdc_op <> 'd' AND s._cdc_partial IS NULL "
+        "THEN INSERT (`id`, `Tier`) VALUES (s.`id`, s.`Tier`)"
+    )
+    untouched = " WHEN NOT MATCHED BY SOURCE THEN DELETE"
+    assert merge_statement("t2", "v", "on", ["a"], "u", untouched=untouched).endswith("VALUES (s.`a`)" + untouched)
