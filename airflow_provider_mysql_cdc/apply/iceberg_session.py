@@ -27,7 +27,7 @@ def is_commit_conflict(exc: BaseException) -> bool:
     )
 
 
-def _mask_userinfo(text: str) -> str:
+def mask_userinfo(text: str) -> str:
     """``scheme://user:secret@host`` -> ``scheme://***@host``."""
     return re.sub(r"(?<=://)[^/@\s]+@", "***@", text)
 
@@ -42,7 +42,7 @@ def java_error_summary(exc: BaseException) -> str:
         return type(exc).__name__
     causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
     summary = lines[0] if not causes or causes[-1] == lines[0] else f"{lines[0]} (caused by {causes[-1]})"
-    return _mask_userinfo(summary)
+    return mask_userinfo(summary)
 
 
 def require_reachable_catalog(spark: SparkSession, catalog: str) -> None:
@@ -56,7 +56,7 @@ def require_reachable_catalog(spark: SparkSession, catalog: str) -> None:
             return
         prefix = f"spark.sql.catalog.{catalog}"
         settings = [
-            f"{key} {_mask_userinfo(str(value))}"
+            f"{key} {mask_userinfo(str(value))}"
             for key in ("type", "uri", "warehouse")
             if (value := spark.conf.get(f"{prefix}.{key}", None))
         ]

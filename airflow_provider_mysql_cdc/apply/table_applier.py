@@ -16,6 +16,7 @@ from airflow_provider_mysql_cdc.apply.contract import ApplySpec, TableReport
 from airflow_provider_mysql_cdc.apply.iceberg_session import (
     is_commit_conflict,
     java_error_summary,
+    mask_userinfo,
     with_commit_properties,
 )
 from airflow_provider_mysql_cdc.apply.merge_sql import (
@@ -88,6 +89,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 #: Held while a namespace is created (``CREATE NAMESPACE IF NOT EXISTS`` is a check, then a create).
 _NAMESPACE_CREATION = threading.Lock()
+#: Held while a table's applied state is read. The job's table threads share one session, and in CI a
+#: ``REFRESH TABLE`` run while another thread refreshed its own table failed twice with a Java
+#: ``NumberFormatException: Cannot parse null string``; a read takes milliseconds, so they take turns.
+_STATE_READS = threading.Lock()
 
 #: How often a table is re-planned after a commit lost to a concurrent writer.
 MAX_CONFLICT_RETRIES = 5
@@ -125,11 +130,12 @@ def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, Appl
     """Refresh the cached table ``name``, then return its current Iceberg snapshot id (None before its
     first commit) and the newest CDC state its history records (None when no apply wrote it); the
     table's rows as of that snapshot are the rows of that state."""
-    spark.sql(f"REFRESH TABLE {name}")
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
-    current = table.currentSnapshot()
+    with _STATE_READS:
+        spark.sql(f"REFRESH TABLE {name}")
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+        current = table.currentSnapshot()
     current_id = None if current is None else int(current.snapshotId())
 
     def snapshot(snapshot_id: int) -> SnapshotLink | None:
@@ -756,6 +762,8 @@ class TableApplier:
             self.report.error_class = type(exc).__name__
         except Exception as exc:  # a Spark or Iceberg failure of this table: reported, the others go on
             log.warning("%s: the apply failed", self.table_name, exc_info=True)
+            if java_stack := getattr(exc, "stackTrace", None):  # PySpark keeps the JVM's stack apart
+                log.warning("%s: where the JVM failed:\n%s", self.table_name, mask_userinfo(str(java_stack)))
             self.report.status, self.report.error = "failed", f"{type(exc).__name__}: {java_error_summary(exc)}"
             self.report.error_class = type(exc).__name__
         self.report.seconds = round(time.monotonic() - started, 3)

@@ -412,6 +412,37 @@ def test_a_corrupt_staged_file_stops_the_table_before_its_merge(
     assert state is not None and state.window_id == 0  # the snapshot is in, window 1 is not
 
 
+def test_a_table_the_jvm_fails_on_fails_alone_and_its_java_stack_is_logged(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Java failure of one table (its current metadata names a format version Iceberg cannot read) fails
+    that table only, and the log shows where in the JVM it failed: PySpark keeps that stack out of the
+    text of the exceptions it converts (here an ``IllegalArgumentException``)."""
+    db = "apply_java_failure"
+    _create_shop(mysql_server, db)
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, db, TableSelection.of(f"{db}.*"))
+    pipeline.snapshot("run-1")
+    assert pipeline.capture("run-1").window_id == 1
+    apply(spark, pipeline, 1)
+    warehouse = Path(str(spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse")).removeprefix("file:"))
+    metadata = warehouse / db / "customers" / "metadata"
+    current = metadata / f"v{(metadata / 'version-hint.text').read_text().strip()}.metadata.json"
+    document = json.loads(current.read_text())
+    current.write_text(json.dumps({**document, "format-version": 99}))
+    (metadata / f".{current.name}.crc").unlink()  # Hadoop's local file system would refuse the file first
+    spark.sql(f"REFRESH TABLE {CATALOG}.{db}.customers")  # the session's catalog forgets the loaded table
+    mysql_server.execute(f"UPDATE {db}.customers SET name = 'w2' WHERE id < 5", f"UPDATE {db}.lines SET qty = 0")
+    assert pipeline.capture("run-2").window_id == 2
+
+    with caplog.at_level("WARNING", logger="airflow_provider_mysql_cdc.apply"):
+        report = run_apply(spark, config(pipeline, 2))
+    assert report.failed == [f"{db}.customers"], report.tables
+    assert report.tables[f"{db}.lines"].status == "applied"
+    stacks = [r.getMessage() for r in caplog.records if "where the JVM failed" in r.getMessage()]
+    assert len(stacks) == 1 and stacks[0].startswith(f"{db}.customers: "), stacks
+    assert "\tat org.apache." in stacks[0], stacks[0]
+
+
 # -- the key filter (a Bloom filter on the target's keys in the MERGE's ON clause) -----------------
 
 KEY_TABLES = {
