@@ -101,8 +101,8 @@ def _apply_tables(
     spark: SparkSession, config: ApplySpec, staging: Staging, table_names: Sequence[str]
 ) -> dict[str, TableReport]:
     """Each table's report, in ``table_names``' order. Up to ``config.parallel_tables`` tables are applied
-    at the same time, each in a thread of its own. The thread inherits the caller's Spark job group (a
-    warm service names each run's jobs by it) and has its own JVM thread (pinned-thread mode), where
+    at the same time, each in a thread of its own. The thread starts from its own copy of the caller's Spark
+    local properties (:func:`with_callers_local_properties`) and has its own JVM thread (pinned-thread mode), where
     Iceberg keeps the commit properties of that table's MERGE. Every table has its own target and its
     own state: no two threads commit to the same table."""
 
@@ -114,11 +114,29 @@ def _apply_tables(
     threads = min(config.parallel_tables, len(table_names))
     if threads <= 1:
         return {table_name: apply_table(table_name) for table_name in table_names}
-    from pyspark.util import inheritable_thread_target
-
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mysql-cdc-apply") as pool:
-        reports = list(pool.map(inheritable_thread_target(apply_table), table_names))
+        reports = list(pool.map(with_callers_local_properties(spark, apply_table), table_names))
     return dict(zip(table_names, reports, strict=True))
+
+
+def with_callers_local_properties(
+    spark: SparkSession, action: Callable[[str], TableReport]
+) -> Callable[[str], TableReport]:
+    """``action`` for a pool thread: each call starts from its own copy of the caller's Spark local
+    properties (the job group a warm service names its runs by).
+
+    PySpark's ``inheritable_thread_target`` hands every call one shared copy. Spark keeps the running
+    statement's ``spark.sql.execution.root.id`` there, so threads sharing it clear each other's: a
+    statement that read it just after another thread's statement ended failed with
+    ``NumberFormatException: Cannot parse null string`` (``SQLExecution.withNewExecutionId``)."""
+    context = spark.sparkContext._jsc.sc()
+    callers = context.getLocalProperties().clone()
+
+    def in_thread(table_name: str) -> TableReport:
+        context.setLocalProperties(callers.clone())
+        return action(table_name)
+
+    return in_thread
 
 
 def _report_job_failure(config: ApplySpec, error: Exception, object_store: ObjectStoreSettings | None) -> None:

@@ -89,10 +89,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 #: Held while a namespace is created (``CREATE NAMESPACE IF NOT EXISTS`` is a check, then a create).
 _NAMESPACE_CREATION = threading.Lock()
-#: Held while a table's applied state is read. The job's table threads share one session, and in CI a
-#: ``REFRESH TABLE`` run while another thread refreshed its own table failed twice with a Java
-#: ``NumberFormatException: Cannot parse null string``; a read takes milliseconds, so they take turns.
-_STATE_READS = threading.Lock()
 
 #: How often a table is re-planned after a commit lost to a concurrent writer.
 MAX_CONFLICT_RETRIES = 5
@@ -130,12 +126,11 @@ def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, Appl
     """Refresh the cached table ``name``, then return its current Iceberg snapshot id (None before its
     first commit) and the newest CDC state its history records (None when no apply wrote it); the
     table's rows as of that snapshot are the rows of that state."""
+    spark.sql(f"REFRESH TABLE {name}")
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    with _STATE_READS:
-        spark.sql(f"REFRESH TABLE {name}")
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
-        current = table.currentSnapshot()
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    current = table.currentSnapshot()
     current_id = None if current is None else int(current.snapshotId())
 
     def snapshot(snapshot_id: int) -> SnapshotLink | None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_mysql_cdc.apply.contract import TableReport
+from airflow_provider_mysql_cdc.apply.spark_job import with_callers_local_properties
 from airflow_provider_mysql_cdc.apply.table_applier import TableApplier
 from tests.exactness.harness import ExactnessPipeline
 from tests.mysql_servers import MySqlTestServer
@@ -70,3 +72,34 @@ def test_a_windows_tables_are_applied_side_by_side_in_the_callers_job_group(
     assert len(threads) > 1 and all(name.startswith("mysql-cdc-apply") for name in threads), threads
     assert {call[2] for call in calls} == {JOB_GROUP}
     assert max(call[3] for call in calls) < min(call[4] for call in calls), "no two tables ran at the same time"
+
+
+def test_each_table_thread_has_its_own_copy_of_the_callers_local_properties(spark: Any) -> None:
+    """A thread's Spark local properties (where Spark keeps the running statement's execution ids) are its
+    own: what one table's thread sets is not seen by another's, and both start with the caller's job
+    group. Shared, two threads' statements cleared each other's ``spark.sql.execution.root.id``."""
+    context = spark.sparkContext
+    both_set = threading.Barrier(2, timeout=60)
+    both_read = threading.Barrier(2, timeout=60)
+    seen: dict[str, tuple[str | None, str | None]] = {}
+
+    def probe(table_name: str) -> TableReport:
+        context.setLocalProperty("mysql_cdc.test.probe", table_name)
+        both_set.wait()
+        spark.sql("SHOW NAMESPACES").collect()  # a statement of each thread, while the other's is set too
+        seen[table_name] = (
+            context.getLocalProperty("mysql_cdc.test.probe"),
+            context.getLocalProperty("spark.jobGroup.id"),
+        )
+        both_read.wait()
+        return TableReport(target=table_name)
+
+    context.setJobGroup(JOB_GROUP, "local properties test")
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(with_callers_local_properties(spark, probe), ["db.a", "db.b"]))
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)
+    assert seen == {"db.a": ("db.a", JOB_GROUP), "db.b": ("db.b", JOB_GROUP)}
+    assert context.getLocalProperty("mysql_cdc.test.probe") is None  # the caller's own are untouched
