@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -305,9 +306,11 @@ class TableApplier:
     def _columns(self, name: str) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
 
-    def _view_name(self, prefix: str, step: TableStep) -> str:
-        """A temporary view's name for one step of this target."""
-        return f"{prefix}_{abs(hash((self.target, step.describe()))) % 10**9}"
+    @staticmethod
+    def _view_name(prefix: str) -> str:
+        """A new temporary view's name: the job's table threads share the session's temporary views, and
+        a view must never be another table's or another step's."""
+        return f"{prefix}_{uuid.uuid4().hex}"
 
     @staticmethod
     def _replaces_rest(step: TableStep, staged: _StepSource) -> bool:
@@ -425,7 +428,7 @@ class TableApplier:
         elif backfills:
             settings = [f"t.{quote(b.column)} = {backfilled[b.column.lower()]}" for b in backfills]
             untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
-        view = self._view_name("cdc_apply", step)
+        view = self._view_name("cdc_apply")
         statement = merge_statement(self.target, view, on, [c for c, _ in target_columns], updates, complete, untouched)
         extra = [F.col(OP_COLUMN), *([F.col(PARTIAL_COLUMN)] if partial else [])]
         source.select(*[projected(c, t) for c, t in target_columns], *extra).createOrReplaceTempView(view)
@@ -463,7 +466,7 @@ class TableApplier:
 
         names = {f.name.lower(): f.name for f in staged.frame.schema.fields}
         projected = [_as_target_column(names, c, t) for c, t in target_columns]
-        view, target_view = self._view_name("cdc_rows", step), self._view_name("cdc_target", step)
+        view, target_view = self._view_name("cdc_rows"), self._view_name("cdc_target")
         staged.frame.select(*projected, F.col(OP_COLUMN)).createOrReplaceTempView(view)
         self.spark.table(self.target).createOrReplaceTempView(target_view)
         changes = staged.changes
@@ -495,7 +498,7 @@ class TableApplier:
         frame = staged.frame.drop(PARTIAL_COLUMN)
         columns = [f.name for f in frame.schema.fields if f.name != OP_COLUMN]
         identity = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields if f.name != OP_COLUMN]
-        view = self._view_name("cdc_rows", step)
+        view = self._view_name("cdc_rows")
         frame.createOrReplaceTempView(view)
         sql = MultisetSql(identity_columns(identity, columns), view, "")
         try:
@@ -586,7 +589,7 @@ class TableApplier:
         from pyspark.sql import functions as F
 
         columns = [c for c in source.columns if c not in (OP_COLUMN, PARTIAL_COLUMN)]
-        view = self._view_name("cdc_replace", step)
+        view = self._view_name("cdc_replace")
         source.where(F.col(OP_COLUMN) != F.lit("d")).select(
             *[F.col(quote(c)) for c in columns]
         ).createOrReplaceTempView(view)
