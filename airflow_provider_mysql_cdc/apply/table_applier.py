@@ -453,7 +453,6 @@ class TableApplier:
 
     def _multiset_views(
         self,
-        step: TableStep,
         staged: _StepSource,
         target_columns: Sequence[tuple[str, str]],
         replace_rest: bool,
@@ -526,7 +525,7 @@ class TableApplier:
         args: dict[str, Any] = {}
         target_columns = self._columns(self.target)
         replace_rest = self._replaces_rest(step, staged)
-        view, target_view, overrides = self._multiset_views(step, staged, target_columns, replace_rest, args)
+        view, target_view, overrides = self._multiset_views(staged, target_columns, replace_rest, args)
         sql = MultisetSql(identity_columns(target_columns, staged.frame.columns), view, target_view)
         columns = [c for c, _ in target_columns]
         takes_away = any(f.op_counts.get("d") for f in staged.files)
