@@ -95,14 +95,15 @@ def window_rows(frame: DataFrame, changes: WindowTableChanges) -> DataFrame:
     if excluded is not None:
         frame = frame.where(F.col(SEQ_COLUMN) < F.lit(excluded))
     columns = {name.lower(): name for name in frame.columns}
+    filled = {}
     for backfill in changes.backfills:
         name = columns.get(backfill.column.lower())
         if name is None:
             continue  # no staged row has the column: only the target's untouched rows get the value
         column_type = frame.schema[name].dataType
-        filled = F.when(F.col(SEQ_COLUMN) < F.lit(backfill.seq), F.lit(backfill.value).cast(column_type))
-        frame = frame.withColumn(name, filled.otherwise(F.col(quote(name))))
-    return frame
+        value = F.when(F.col(SEQ_COLUMN) < F.lit(backfill.seq), F.lit(backfill.value).cast(column_type))
+        filled[name] = value.otherwise(F.col(quote(name)))
+    return frame.withColumns(filled) if filled else frame
 
 
 def temporal_keys(frame: DataFrame, keys: Sequence[str]) -> list[str]:
@@ -178,15 +179,18 @@ def fold_partial_rows(frame: DataFrame, keys: Sequence[str], json_columns: Seque
     frame = frame.where(F.col("__cdc_base").isNull() | (F.col(SEQ_COLUMN) >= F.col("__cdc_base")))
     ordered = whole_key.orderBy(F.col(SEQ_COLUMN)).rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     columns = [c for c in frame.columns if not c.startswith("_cdc_") and c != "__cdc_base"]
+    # Each column's last value, then its folded value, each added in one projection: a withColumn per
+    # column re-analyzes the whole growing plan, which cost a wide table's window seconds of planning.
+    lasts = {}
+    values = {}
     still_absent = []
     for column in columns:
         name = sql_string(column)
         present = partial.isNull() | ~F.expr(f"map_contains_key({PARTIAL_COLUMN}, {name})")
         seq_and_value = F.struct(F.col(SEQ_COLUMN).alias("seq"), F.col(quote(column)).alias("v"))
-        frame = frame.withColumn(
-            f"__cdc_last_{column}", F.last(F.when(present, seq_and_value), ignorenulls=True).over(ordered)
-        )
-        value = F.col(f"__cdc_last_{column}.v")
+        lasts[f"__cdc_last_{column}"] = F.last(F.when(present, seq_and_value), ignorenulls=True).over(ordered)
+        last = F.col(quote(f"__cdc_last_{column}"))
+        value = last.getField("v")
         if column in json_columns:
             diffs = F.collect_list(
                 F.when(
@@ -194,25 +198,22 @@ def fold_partial_rows(frame: DataFrame, keys: Sequence[str], json_columns: Seque
                     F.struct(F.col(SEQ_COLUMN).alias("seq"), F.expr(f"{PARTIAL_COLUMN}[{name}]").alias("diffs")),
                 )
             ).over(ordered)
-            after = F.filter(diffs, _staged_after(F.col(f"__cdc_last_{column}.seq")))
+            after = F.filter(diffs, _staged_after(last.getField("seq")))
             pending = F.transform(F.array_sort(after), lambda d: d["diffs"])
-            has_value = F.col(f"__cdc_last_{column}").isNotNull()
+            has_value = last.isNotNull()
             value = F.when(has_value & (F.size(pending) > 0), _json_diff_udf()(value, pending)).otherwise(value)
             # No value since the base: the diffs apply to the target's value (apply_pending_json_diffs).
             kept = F.when(F.size(pending) > 0, F.to_json(pending)).otherwise(F.lit(""))
             still_absent.append(F.when(~has_value, F.struct(F.lit(column).alias("k"), kept.alias("v"))))
         else:
-            still_absent.append(
-                F.when(F.col(f"__cdc_last_{column}").isNull(), F.struct(F.lit(column).alias("k"), F.lit("").alias("v")))
-            )
-        frame = frame.withColumn(f"__cdc_value_{column}", value)
+            still_absent.append(F.when(last.isNull(), F.struct(F.lit(column).alias("k"), F.lit("").alias("v"))))
+        values[f"__cdc_value_{column}"] = value
     absent = F.filter(F.array(*still_absent), lambda entry: entry.isNotNull())
-    frame = frame.withColumn(
-        "__cdc_partial", F.when(F.size(absent) > 0, F.map_from_entries(absent)).otherwise(F.lit(None))
-    )
+    values["__cdc_partial"] = F.when(F.size(absent) > 0, F.map_from_entries(absent)).otherwise(F.lit(None))
+    frame = frame.withColumns(lasts).withColumns(values)
     frame = last_change_per_key(frame, keys)
     frame = frame.select(
-        *[F.col(f"__cdc_value_{c}").alias(c) for c in columns],
+        *[F.col(quote(f"__cdc_value_{c}")).alias(c) for c in columns],
         *[F.col(quote(c)) for c in frame.columns if c.startswith("_cdc_") and c != PARTIAL_COLUMN],
         F.col("__cdc_partial").cast("map<string,string>").alias(PARTIAL_COLUMN),
     )
@@ -266,10 +267,10 @@ def apply_pending_json_diffs(
     wanted = [*keys, *json_columns, *([INVALID_VALUES_COLUMN] if temporal else [])]
     base = target.select(*[F.col(quote(c)).alias(f"__cdc_t_{c}") for c in wanted])
     condition = " AND ".join(
-        f"s.{quote(k)} <=> `__cdc_t_{k}`"
+        f"s.{quote(k)} <=> {quote(f'__cdc_t_{k}')}"
         + (
             f" AND try_element_at(s.{quote(INVALID_VALUES_COLUMN)}, {sql_string(k)}) <=> "
-            f"try_element_at(`__cdc_t_{INVALID_VALUES_COLUMN}`, {sql_string(k)})"
+            f"try_element_at({quote(f'__cdc_t_{INVALID_VALUES_COLUMN}')}, {sql_string(k)})"
             if k in temporal
             else ""
         )
@@ -281,7 +282,7 @@ def apply_pending_json_diffs(
     for column in json_columns:
         staged = F.expr(f"try_element_at(s.{PARTIAL_COLUMN}, {sql_string(column)})")
         pending = staged.isNotNull() & (staged != F.lit(""))
-        values[column] = F.when(pending, apply(F.col(f"`__cdc_t_{column}`"), staged)).otherwise(
+        values[column] = F.when(pending, apply(F.col(quote(f"__cdc_t_{column}")), staged)).otherwise(
             F.col(f"s.{quote(column)}")
         )
     names = ", ".join(sql_string(c) for c in json_columns)

@@ -197,6 +197,40 @@ def test_session_partial_json_with_minimal_row_image(pipeline_for: NewPipeline) 
     )
 
 
+def test_minimal_images_and_partial_json_of_columns_named_with_dots_backquotes_and_spaces(
+    pipeline_for: NewPipeline,
+) -> None:
+    """A quoted MySQL column name may hold any character. Folding partial images, and applying pending
+    JSON diffs to the target's documents, must name every column quoted and escaped: ``a.b`` was read as
+    the field ``b`` of a column ``a``, and a backquote ended a name early, so the table's apply failed
+    on every window with a partial image."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.odd (`k``.id` INT PRIMARY KEY, `a.b` INT, `c``d` VARCHAR(10), `e``f g` JSON, `g.h` TEXT)",
+        "INSERT INTO {db}.odd VALUES (1, 1, 'one', '{\"n\": 1, \"pad\": \"xxxxxxxxxxxxxxxx\"}', 'x'), "
+        "(2, 2, 'two', NULL, NULL), (3, 3, 'three', '[3, 33, 333]', 'y')",
+    )
+    run_and_check_events(
+        pipeline,
+        [
+            [
+                "UPDATE {db}.odd SET `a.b` = 10 WHERE `k``.id` = 1",
+                "UPDATE {db}.odd SET `c``d` = 'uno' WHERE `k``.id` = 1",
+                "UPDATE {db}.odd SET `e``f g` = JSON_SET(`e``f g`, '$.n', 2) WHERE `k``.id` = 1",
+                "UPDATE {db}.odd SET `k``.id` = 30 WHERE `k``.id` = 3",
+                "INSERT INTO {db}.odd (`k``.id`, `a.b`) VALUES (4, 4)",
+                "DELETE FROM {db}.odd WHERE `k``.id` = 2",
+            ],
+            [
+                "UPDATE {db}.odd SET `g.h` = 'z', `e``f g` = JSON_REMOVE(`e``f g`, '$[1]') WHERE `k``.id` = 30",
+                "UPDATE {db}.odd SET `a.b` = `a.b` + 1",
+            ],
+        ],
+        (*MINIMAL, *PARTIAL_JSON),
+        {"binlog_row_image": "MINIMAL", "binlog_row_value_options": "PARTIAL_JSON"},
+        "Update_rows_partial",
+    )
+
+
 # -- transaction compression ----------------------------------------------------------------------
 
 
