@@ -41,6 +41,11 @@ class ConfigurationError(TerminalCdcError, ValueError):
     """Raised when an argument or connection setting of this package is invalid."""
 
 
+class UnsupportedNameError(ConfigurationError):
+    """Raised when a selected table's database name holds a dot: the package names a table
+    ``database.table``, so the name would be read as another database's table."""
+
+
 class MissingDependencyError(TerminalCdcError, ImportError):
     """Raised when an optional Python package needed for the requested work is not installed."""
 

@@ -388,10 +388,15 @@ def quote(identifier: str) -> str:
 
 
 def target_table(catalog: str, target_template: str, table_name: str, suffix: str = "") -> str:
-    """The Iceberg table (``catalog.namespace.table``, quoted) of a MySQL ``db.table``."""
+    """The Iceberg table (``catalog.namespace.table``, quoted) of a MySQL ``db.table``.
+
+    The template's dots separate the namespace levels and the table; the MySQL names filled in keep
+    theirs, so a MySQL table ``t.x`` is the Iceberg table ``t.x``, not a table ``x`` in a namespace ``t``
+    (where ``db.t``'s table ``x`` could land too)."""
     database, table = table_name.split(".", 1)
-    name = target_template.format(database=database, table=table) + suffix
-    return ".".join(quote(part) for part in [catalog, *name.split(".")])
+    parts = [part.format(database=database, table=table) for part in target_template.split(".")]
+    parts[-1] += suffix
+    return ".".join(quote(part) for part in [catalog, *parts])
 
 
 def _fits(source: str, target: str) -> str | None:

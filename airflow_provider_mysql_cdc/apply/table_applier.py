@@ -65,6 +65,7 @@ from airflow_provider_mysql_cdc.apply.staged_rows import (
     window_rows,
 )
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
+from airflow_provider_mysql_cdc.core.lineage import identifier_parts
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_STOP, TRUNCATED, SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import (
     SchemaVersionInfo,
@@ -345,7 +346,8 @@ class TableApplier:
             columns.append((CHANGELOG_WINDOW_COLUMN, "int"))
         if not self._exists(name):
             with _NAMESPACE_CREATION:  # two tables of a new database, applied at the same time
-                self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
+                namespace = ".".join(quote(part) for part in identifier_parts(name)[:-1])
+                self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
             properties = self._table_properties()
             partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})" if changelog else ""
             ddl = ", ".join(f"{quote(c)} {t}" for c, t in columns)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from airflow_provider_mysql_cdc.core.ddl import DdlTarget
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
-from airflow_provider_mysql_cdc.errors import ConfigurationError
+from airflow_provider_mysql_cdc.errors import ConfigurationError, UnsupportedNameError
 
 
 class CutoffRule(str, enum.Enum):
@@ -102,7 +102,8 @@ class TableSelection:
         )
 
     def matches(self, database: str, table: str) -> bool:
-        """True when the table is selected (cached: called for every row event)."""
+        """True when the table is selected (cached: called for every row event); raises
+        :class:`UnsupportedNameError` for a selected table whose database name holds a dot."""
         key = (database, table)
         cached = self._cache.get(key)
         if cached is None:
@@ -110,6 +111,13 @@ class TableSelection:
             cached = any(fnmatch.fnmatchcase(name, p) for p in self.include) and not any(
                 fnmatch.fnmatchcase(name, p) for p in self.exclude
             )
+            if cached and "." in database:
+                raise UnsupportedNameError(
+                    f"the table `{database}`.`{table}` is selected, but its database's name holds a dot: this "
+                    f"provider names each table 'database.table', and would take it for a table of database "
+                    f"{database.split('.', 1)[0]!r}. Nothing of it was read. Rename the database, or leave its "
+                    f"tables out of the pipeline's selection (exclude_tables={[f'{database}.*']!r})"
+                )
             self._cache[key] = cached
         return cached
 

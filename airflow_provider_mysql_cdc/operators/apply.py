@@ -311,6 +311,8 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
     :param catalog_conf: the catalog's properties without the ``spark.sql.catalog.<name>.`` prefix
         (REST, Hive, Glue...).
     :param target_template: target table inside the catalog; ``{database}``/``{table}`` are MySQL's names.
+        The template's dots separate namespace levels; a name filled in is never split (MySQL's ``t.x``
+        is the Iceberg table ``t.x``).
     :param history: ``db.table`` patterns whose changes are also appended to a changelog table.
     :param drop_dropped_columns: drop target columns dropped in MySQL (default: keep them, NULL).
     :param schema_change_policy: a table whose window holds a change its target cannot follow exactly

@@ -68,6 +68,16 @@ def test_a_spec_round_trips_through_json() -> None:
     assert spec.target("shop.orders", "_cl") == "`prod`.`raw_shop`.`orders_cl`"
 
 
+def test_a_mysql_name_with_dots_or_backquotes_stays_one_part_of_the_target_name() -> None:
+    """The template's dots make the namespace levels; the names filled in are never split, so two MySQL
+    tables (`a`.`b.c` and `a.b`.`c`) cannot both land in `a`.`b`.`c`."""
+    spec = ApplySpec("shop", "/staging", 1, 1, catalog="lake")
+    assert spec.target("shop.t.dot") == "`lake`.`shop`.`t.dot`"
+    assert spec.target("shop.or`der", "_cl") == "`lake`.`shop`.`or``der_cl`"
+    nested = ApplySpec("shop", "/staging", 1, 1, catalog="lake", target_template="raw.{database}.{table}_v1")
+    assert nested.target("shop.t.x") == "`lake`.`raw`.`shop`.`t.x_v1`"
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

@@ -48,3 +48,17 @@ def test_ddl_concerns_the_selection_by_table_or_database() -> None:
     # Unrecognized forms are kept when their session database is selected.
     assert selection.matches_ddl(ddl_targets("CREATE VIEW v AS SELECT 1", "sales"), "sales")
     assert not selection.matches_ddl(ddl_targets("CREATE VIEW v AS SELECT 1", "hr"), "hr")
+
+
+def test_a_selected_table_of_a_database_named_with_a_dot_stops_by_name() -> None:
+    """``a.b``.``c`` and ``a``.``b.c`` are both ``a.b.c`` to the pipeline: a table of a database whose name
+    holds a dot stops with an error naming it, unless the selection leaves it out; a table name with a
+    dot is fine."""
+    from airflow_provider_mysql_cdc.errors import UnsupportedNameError
+
+    selection = TableSelection.of(["*.*"])
+    assert selection.matches("sales", "t.x")
+    with pytest.raises(UnsupportedNameError, match=r"`a\.b`\.`c` is selected.*exclude_tables=\['a\.b\.\*'\]"):
+        selection.matches("a.b", "c")
+    assert not TableSelection.of(["*.*"], ["a.b.*"]).matches("a.b", "c")
+    assert not TableSelection.of(["sales.*"]).matches("a.b", "c")
