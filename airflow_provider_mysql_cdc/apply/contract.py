@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from airflow_provider_mysql_cdc.apply.plan import target_table
+from airflow_provider_mysql_cdc.core.lineage import identifier_parts
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD, require_schema_change_policy
 from airflow_provider_mysql_cdc.errors import ApplyContractError, ConfigurationError
 
@@ -246,6 +247,10 @@ DEFAULT_REWRITE_DATA_OPTIONS: Mapping[str, str] = {
 DEFAULT_REWRITE_DELETE_OPTIONS: Mapping[str, str] = {"min-input-files": "2"}
 
 
+#: The youngest unreferenced file age Iceberg's ``remove_orphan_files`` procedure accepts.
+MIN_ORPHAN_FILE_AGE_HOURS = 24
+
+
 @dataclass(frozen=True)
 class MaintenanceSpec:
     """One run of the maintenance job: Iceberg's maintenance procedures on the tables one pipeline
@@ -286,14 +291,23 @@ class MaintenanceSpec:
             raise ConfigurationError(
                 f"snapshot_retention_hours must not be negative, got {self.snapshot_retention_hours}"
             )
-        if self.orphan_file_age_hours < 1:
+        if self.orphan_file_age_hours < MIN_ORPHAN_FILE_AGE_HOURS:
             raise ConfigurationError(
-                f"orphan_file_age_hours must be at least 1, got {self.orphan_file_age_hours}: a younger file that no "
-                "snapshot references yet may belong to a commit in progress, and deleting it would break that commit"
+                f"orphan_file_age_hours must be at least {MIN_ORPHAN_FILE_AGE_HOURS}, "
+                f"got {self.orphan_file_age_hours}: "
+                "Iceberg's remove_orphan_files refuses a younger age, since a file no snapshot references yet may "
+                "belong to a commit in progress, and deleting it would break that commit"
             )
         for target in self.targets:
-            if len(target.split(".")) < 2:
-                raise ConfigurationError(f"maintenance target {target!r} must be namespace.table inside the catalog")
+            try:
+                parts = identifier_parts(target)
+            except ValueError as exc:
+                raise ConfigurationError(f"maintenance target {target!r}: {exc}") from None
+            if len(parts) < 2:
+                raise ConfigurationError(
+                    f"maintenance target {target!r} must be namespace.table inside the catalog (a part with a "
+                    "dot in backquotes: shop.`t.x`)"
+                )
 
     def to_json(self) -> str:
         """The spec as the job reads it (:meth:`from_json`)."""

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from airflow_provider_mysql_cdc.apply.plan import quote
+from airflow_provider_mysql_cdc.core.lineage import identifier_parts
 
 #: A procedure argument's value: a string, a number, a timestamp (UTC) or a string map.
 ProcedureArgument = str | int | datetime | Mapping[str, str]
@@ -41,9 +42,9 @@ def procedure_call(catalog: str, procedure: str, arguments: Mapping[str, Procedu
 
 
 def table_argument(target: str) -> str:
-    """A target inside the catalog (``namespace.table``) as the procedures' ``table`` argument: each part
-    in backquotes, so names with dots or other characters stay one part."""
-    return ".".join(quote(part) for part in target.split("."))
+    """A target inside the catalog (``namespace.table``, parts plain or backquoted) as the procedures'
+    ``table`` argument: each part in backquotes, so names with dots or other characters stay one part."""
+    return ".".join(quote(part) for part in identifier_parts(target))
 
 
 def rewrite_data_files(catalog: str, target: str, options: Mapping[str, str]) -> str:

@@ -40,6 +40,7 @@ from airflow_provider_mysql_cdc.apply.contract import MaintenanceReport, Mainten
 from airflow_provider_mysql_cdc.apply.iceberg_session import java_error_summary, require_reachable_catalog
 from airflow_provider_mysql_cdc.apply.plan import AppliedState, quote
 from airflow_provider_mysql_cdc.apply.table_applier import read_applied_state
+from airflow_provider_mysql_cdc.core.lineage import identifier_parts
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     ForeignTableError,
@@ -55,7 +56,12 @@ log = logging.getLogger("airflow_provider_mysql_cdc.maintenance")
 
 
 def _full_name(catalog: str, target: str) -> str:
-    return ".".join(quote(part) for part in [catalog, *target.split(".")])
+    return ".".join(quote(part) for part in [catalog, *identifier_parts(target)])
+
+
+def _target_text(namespace: str, table: str) -> str:
+    """A discovered table as ``namespace.table``, a part backquoted where it holds a dot or a backquote."""
+    return ".".join(quote(part) if "." in part or "`" in part else part for part in (namespace, table))
 
 
 def _count(spark: SparkSession, query: str) -> int:
@@ -83,7 +89,7 @@ def discover_targets(spark: SparkSession, spec: MaintenanceSpec) -> list[str]:
         for row in spark.sql(f"SHOW TABLES IN {quote(spec.catalog)}.{quote(namespace)}").collect():
             if row.isTemporary:
                 continue
-            target = f"{namespace}.{row.tableName}"
+            target = _target_text(namespace, row.tableName)
             try:
                 state = read_applied_state(spark, _full_name(spec.catalog, target))[1]
             except Exception:  # not an Iceberg table, or unreadable: not ours to maintain

@@ -105,9 +105,28 @@ def _location_uri(location: str) -> str:
 
 
 def identifier_parts(identifier: str) -> list[str]:
-    """The parts of a Spark identifier ``catalog.namespace.table``, backtick-quoted (```a``b```) or plain."""
-    quoted = [part.replace("``", "`") for part in _QUOTED_PART.findall(identifier)]
-    return quoted or identifier.split(".")
+    """The parts of a dotted Spark identifier (``catalog.namespace.table``), each plain or backquoted: a
+    backquoted part keeps its dots, and ``````  in it is one backquote (``shop.`t.x``` -> ``shop``, ``t.x``).
+    Raises ValueError for an unclosed backquote or text after a closing one."""
+    parts: list[str] = []
+    position = 0
+    while True:
+        if identifier.startswith("`", position):
+            match = _QUOTED_PART.match(identifier, position)
+            if match is None:
+                raise ValueError(f"{identifier!r} has an unclosed backquote")
+            parts.append(match.group(1).replace("``", "`"))
+            position = match.end()
+        else:
+            end = identifier.find(".", position)
+            end = len(identifier) if end < 0 else end
+            parts.append(identifier[position:end])
+            position = end
+        if position == len(identifier):
+            return parts
+        if identifier[position] != ".":
+            raise ValueError(f"{identifier!r} has text after a backquoted part: expected a dot")
+        position += 1
 
 
 def _service_namespace(uri: str, scheme: str | None = None) -> str:

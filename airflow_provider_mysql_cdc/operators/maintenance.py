@@ -71,8 +71,8 @@ class IcebergMaintenanceOperator(IcebergSparkJobOperator):
         None: every run.
     :param snapshot_retention: snapshots older than this are expired (except the kept ones).
     :param retain_last: at least this many of the newest snapshots are kept.
-    :param orphan_file_age: unreferenced files older than this are deleted (at least an hour: a younger
-        one may belong to a commit in progress).
+    :param orphan_file_age: unreferenced files older than this are deleted (at least 24 hours, as
+        Iceberg's procedure requires: a younger one may belong to a commit in progress).
     :param rewrite_data_options: options of ``rewrite_data_files`` (default
         :data:`~airflow_provider_mysql_cdc.apply.contract.DEFAULT_REWRITE_DATA_OPTIONS`).
     :param rewrite_delete_options: options of ``rewrite_position_delete_files``.

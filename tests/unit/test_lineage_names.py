@@ -72,10 +72,19 @@ def test_a_location_never_names_a_user_password_or_query() -> None:
         ("lake.demo.orders", ["lake", "demo", "orders"]),
         ("`lake`.`demo`.`orders`", ["lake", "demo", "orders"]),
         ("`lake`.`my.db`.`odd``name`", ["lake", "my.db", "odd`name"]),
+        ("shop.`t.x`", ["shop", "t.x"]),
+        ("`a``.b`.c.`d`", ["a`.b", "c", "d"]),
+        ("orders", ["orders"]),
     ],
 )
 def test_identifier_parts(identifier: str, parts: list[str]) -> None:
     assert identifier_parts(identifier) == parts
+
+
+@pytest.mark.parametrize("identifier", ["shop.`t.x", "`a`b.c", "`a``"])
+def test_identifier_parts_refuses_a_malformed_name(identifier: str) -> None:
+    with pytest.raises(ValueError, match="backquote"):
+        identifier_parts(identifier)
 
 
 def test_a_hadoop_catalog_table_is_its_location_with_its_table_name_as_symlink() -> None:

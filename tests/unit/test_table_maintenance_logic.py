@@ -36,6 +36,10 @@ def test_procedure_calls_name_the_catalog_quote_the_table_and_escape_literals() 
         "CALL `lake`.system.expire_snapshots(table => '`shop`.`o`', "
         "older_than => TIMESTAMP '2026-03-01 12:00:00.123456', retain_last => 3)"
     )
+    # A part with a dot is given in backquotes (as discovery names such a table), and stays one part.
+    assert maintenance_sql.rewrite_position_delete_files("lake", "shop.`t.x`", {}) == (
+        "CALL `lake`.system.rewrite_position_delete_files(table => '`shop`.`t.x`')"
+    )
     assert maintenance_sql.remove_orphan_files("lake", "it's.a`b", NOON).startswith(
         "CALL `lake`.system.remove_orphan_files(table => '`it\\'s`.`a``b`', older_than => TIMESTAMP"
     )
@@ -60,12 +64,14 @@ def test_the_spec_and_report_round_trip_and_bad_settings_are_named() -> None:
     spec = MaintenanceSpec("shop", targets=("shop.orders",), retain_last=2, report_uri="/s/r.json")
     assert MaintenanceSpec.from_json(spec.to_json(), "spec.json") == spec
     assert spec.rewrite_data_options["delete-file-threshold"] == "1"
-    with pytest.raises(ConfigurationError, match="at least 1"):
-        MaintenanceSpec("shop", orphan_file_age_hours=0.5)
+    with pytest.raises(ConfigurationError, match="at least 24, got 6"):  # Iceberg's procedure refuses it
+        MaintenanceSpec("shop", orphan_file_age_hours=6)
     with pytest.raises(ConfigurationError, match="retain_last"):
         MaintenanceSpec("shop", retain_last=0)
     with pytest.raises(ConfigurationError, match=r"namespace\.table"):
         MaintenanceSpec("shop", targets=("orders",))
+    with pytest.raises(ConfigurationError, match="unclosed backquote"):
+        MaintenanceSpec("shop", targets=("shop.`t.x",))
     with pytest.raises(ApplyContractError, match="format"):
         MaintenanceSpec.from_json(spec.to_json().replace('"spec_format": 1', '"spec_format": 9'), "spec.json")
     table = TableMaintenance("`lake`.`shop`.`orders`", window_id=4, orphan_files_removed=["file:/w/x"], notes=["n"])
@@ -101,11 +107,11 @@ def test_the_operator_turns_its_arguments_into_the_spec() -> None:
         staging_uri="/s",
         targets=["shop.orders"],
         snapshot_retention=timedelta(days=2),
-        orphan_file_age=timedelta(hours=6),
+        orphan_file_age=timedelta(hours=30),
         retain_last=3,
     )
     spec = operator.maintenance_spec("/s/report.json")
-    assert (spec.targets, spec.snapshot_retention_hours, spec.orphan_file_age_hours) == (("shop.orders",), 48.0, 6.0)
+    assert (spec.targets, spec.snapshot_retention_hours, spec.orphan_file_age_hours) == (("shop.orders",), 48.0, 30.0)
     assert spec.retain_last == 3 and spec.report_uri == "/s/report.json"
     defaults = IcebergMaintenanceOperator(task_id="d", pipeline="p", staging_uri="/s").maintenance_spec("")
     assert defaults == MaintenanceSpec("p")
