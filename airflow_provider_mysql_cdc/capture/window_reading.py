@@ -45,7 +45,12 @@ from airflow_provider_mysql_cdc.core.staging import (
     TruncateMarker,
     cdc_seq,
 )
-from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema, schema_fingerprint
+from airflow_provider_mysql_cdc.core.types import (
+    ColumnSpec,
+    arrow_schema,
+    require_unreserved_column_names,
+    schema_fingerprint,
+)
 from airflow_provider_mysql_cdc.core.windows import (
     WindowBound,
 )
@@ -143,6 +148,7 @@ class WindowReader:
 
     def _register(self, database: str, table: str, specs: tuple[ColumnSpec, ...], ids: tuple[int, ...]) -> int:
         """The version number of a table schema under its column ids (recorded on first sight)."""
+        require_unreserved_column_names(f"{database}.{table}", specs)
         fingerprint = schema_fingerprint(specs, ids)
         columns = [{**spec.describe(), "column_id": column_id} for spec, column_id in zip(specs, ids, strict=True)]
         number = self.store.schema_version(

@@ -24,6 +24,8 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
+from airflow_provider_mysql_cdc.errors import UnsupportedNameError
+
 #: Integer types: MySQL name -> (signed Arrow type, unsigned Arrow type).
 INTEGER_TYPES: dict[str, tuple[pa.DataType, pa.DataType]] = {
     "tinyint": (pa.int8(), pa.uint8()),
@@ -178,6 +180,24 @@ def arrow_type(spec: ColumnSpec) -> pa.DataType:
     if spec.mysql_type == "bit":
         return pa.bool_() if spec.bits == 1 else pa.binary()
     return _SIMPLE_TYPES[spec.mysql_type]
+
+
+#: Prefixes no table column may have: the staged bookkeeping columns' (:data:`CDC_COLUMNS`) and the
+#: apply's working columns' in Spark (which compares names case-insensitively).
+RESERVED_COLUMN_PREFIXES = ("_cdc_", "__cdc_")
+
+
+def require_unreserved_column_names(table_name: str, specs: Iterable[ColumnSpec]) -> None:
+    """Raise :class:`UnsupportedNameError` when a column of ``table_name`` has a reserved prefix: staged
+    beside the columns this provider adds to each row, it would be taken for one of them."""
+    reserved = [spec.name for spec in specs if spec.name.lower().startswith(RESERVED_COLUMN_PREFIXES)]
+    if reserved:
+        raise UnsupportedNameError(
+            f"{table_name}: the column name(s) {reserved} start with {' or '.join(RESERVED_COLUMN_PREFIXES)} "
+            "(in any case), the prefix of the columns this provider stages beside each row and works with in "
+            "Spark; such a column would be taken for one of them. Nothing of the table was staged. Rename the "
+            f"column(s), or leave the table out of the pipeline's selection (exclude_tables=[{table_name!r}])"
+        )
 
 
 def arrow_schema(specs: Iterable[ColumnSpec]) -> pa.Schema:

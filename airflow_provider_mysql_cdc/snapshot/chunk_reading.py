@@ -18,7 +18,7 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.staging import SchemaVersionInfo, SnapshotTableManifest, StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.table_schema import table_from_create
-from airflow_provider_mysql_cdc.core.types import arrow_schema, schema_fingerprint
+from airflow_provider_mysql_cdc.core.types import arrow_schema, require_unreserved_column_names, schema_fingerprint
 from airflow_provider_mysql_cdc.decoding.text_rows import select_expressions
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
@@ -313,6 +313,7 @@ def _stream_rows(
     """Stream the chunk's rows in key order into the writer; returns the schema version and row count."""
     table_name = f"{chunk.database}.{chunk.table}"
     specs = column_specs_from_information_schema(connection, source, chunk.database, chunk.table)
+    require_unreserved_column_names(table_name, specs)
     fingerprint = schema_fingerprint(specs)
     columns = [spec.describe() for spec in specs]
     version = store.schema_version(request.pipeline, table_name, fingerprint, columns, None)

@@ -147,3 +147,33 @@ def test_a_database_named_with_a_dot_stops_the_snapshot_and_the_capture_by_name(
         assert not list((pipeline.warehouse / database).glob("sub*")), "nothing of the dotted database lands"
     finally:
         mysql_server.execute(f"DROP DATABASE IF EXISTS `{dotted}`")
+
+
+def test_a_column_named_with_the_staging_prefix_stops_the_snapshot_and_the_capture_by_name(
+    pipeline_for: NewPipeline, mysql_server: MySqlTestServer
+) -> None:
+    """A column whose name starts with ``_cdc_`` or ``__cdc_`` (in any case) would be taken for one of the
+    columns the provider stages beside each row (a MINIMAL image's ``_cdc_note`` was applied as NULL).
+    The snapshot that meets one stops with :class:`UnsupportedNameError` naming it, and so does a window
+    in which one is added."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.mimic (id INT PRIMARY KEY, `_CDC_Note` TEXT)", "INSERT INTO {db}.mimic VALUES (1, 'a')"
+    )
+    database = pipeline.databases[0]
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.snapshot()
+    ((error),) = stopped.value.errors
+    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    assert f"{database}.mimic: the column name(s) ['_CDC_Note']" in error.message, error.message
+    assert f"exclude_tables=['{database}.mimic']" in error.message, error.message
+
+    mysql_server.execute(f"ALTER TABLE `{database}`.mimic RENAME COLUMN `_CDC_Note` TO note")
+    pipeline.snapshot()
+    mysql_server.execute(
+        f"ALTER TABLE `{database}`.mimic ADD COLUMN `__cdc_x` INT", f"INSERT INTO `{database}`.mimic VALUES (2, 'b', 2)"
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.capture_next()
+    ((error),) = stopped.value.errors
+    assert (error.stage, error.error_class) == ("capture", "UnsupportedNameError"), error
+    assert "['__cdc_x']" in error.message, error.message

@@ -140,6 +140,16 @@ def test_schema_rejects_colliding_names() -> None:
         arrow_schema([ColumnSpec("a", "int"), ColumnSpec("A", "int")])
 
 
+def test_column_names_with_the_reserved_prefixes_are_refused_by_name_in_any_case() -> None:
+    from airflow_provider_mysql_cdc.core.types import require_unreserved_column_names
+    from airflow_provider_mysql_cdc.errors import UnsupportedNameError
+
+    require_unreserved_column_names("shop.t", [ColumnSpec("cdc_op", "int"), ColumnSpec("x_cdc_", "int")])
+    for name in ("_cdc_note", "_CDC_OP", "__cdc_rank", "__Cdc_"):
+        with pytest.raises(UnsupportedNameError, match=rf"^shop\.t: the column name\(s\) \['{name}'\]"):
+            require_unreserved_column_names("shop.t", [ColumnSpec("id", "int"), ColumnSpec(name, "int")])
+
+
 def test_fingerprint_is_stable() -> None:
     # A constant: the fingerprint names staging directories and schema history rows across runs.
     assert schema_fingerprint(SPECS) == schema_fingerprint(list(SPECS))
