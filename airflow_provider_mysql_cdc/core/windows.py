@@ -103,7 +103,8 @@ class TableSelection:
 
     def matches(self, database: str, table: str) -> bool:
         """True when the table is selected (cached: called for every row event); raises
-        :class:`UnsupportedNameError` for a selected table whose database name holds a dot."""
+        :class:`UnsupportedNameError` for a selected table whose database name holds a dot, or whose
+        database or table name holds a slash or a backslash."""
         key = (database, table)
         cached = self._cache.get(key)
         if cached is None:
@@ -117,6 +118,13 @@ class TableSelection:
                     f"provider names each table 'database.table', and would take it for a table of database "
                     f"{database.split('.', 1)[0]!r}. Nothing of it was read. Rename the database, or leave its "
                     f"tables out of the pipeline's selection (exclude_tables={[f'{database}.*']!r})"
+                )
+            if cached and ("/" in name or "\\" in name):
+                raise UnsupportedNameError(
+                    f"the table `{database}`.`{table}` is selected, but its name holds a slash or a backslash: "
+                    "its staged files and a path-based catalog's table would be named by a path that leaves its "
+                    "own directory. Nothing of it was read. Rename the table, or leave it out of the pipeline's "
+                    f"selection (exclude_tables={[name]!r})"
                 )
             self._cache[key] = cached
         return cached

@@ -177,3 +177,18 @@ def test_a_column_named_with_the_staging_prefix_stops_the_snapshot_and_the_captu
     ((error),) = stopped.value.errors
     assert (error.stage, error.error_class) == ("capture", "UnsupportedNameError"), error
     assert "['__cdc_x']" in error.message, error.message
+
+
+def test_a_table_named_with_a_slash_stops_the_snapshot_by_name(pipeline_for: NewPipeline) -> None:
+    """Staged files are named ``<database>.<table>/...``: a table ``../../00000001/t`` would write into
+    another window's directory. A selected table whose name holds a slash stops with
+    :class:`UnsupportedNameError`; nothing of it is staged."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.`../../x/t` (id INT PRIMARY KEY)", "INSERT INTO {db}.`../../x/t` VALUES (1)"
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.snapshot()
+    ((error),) = stopped.value.errors
+    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    assert "a slash or a backslash" in error.message, error.message
+    assert not [path for path in pipeline.root.rglob("*") if path.name == "x"], "nothing is staged outside"

@@ -61,4 +61,7 @@ def test_a_selected_table_of_a_database_named_with_a_dot_stops_by_name() -> None
     with pytest.raises(UnsupportedNameError, match=r"`a\.b`\.`c` is selected.*exclude_tables=\['a\.b\.\*'\]"):
         selection.matches("a.b", "c")
     assert not TableSelection.of(["*.*"], ["a.b.*"]).matches("a.b", "c")
+    for database, table in (("shop", "../../x"), ("shop", "a\\b"), ("a/b", "c")):
+        with pytest.raises(UnsupportedNameError, match="a slash or a backslash"):
+            selection.matches(database, table)
     assert not TableSelection.of(["sales.*"]).matches("a.b", "c")
