@@ -106,8 +106,8 @@ def _location_uri(location: str) -> str:
 
 def identifier_parts(identifier: str) -> list[str]:
     """The parts of a dotted Spark identifier (``catalog.namespace.table``), each plain or backquoted: a
-    backquoted part keeps its dots, and ``````  in it is one backquote (``shop.`t.x``` -> ``shop``, ``t.x``).
-    Raises ValueError for an unclosed backquote or text after a closing one."""
+    backquoted part keeps its dots, and a doubled backquote in it is one (``shop.`t.x``` gives ``shop``
+    and ``t.x``). Raises ValueError for an unclosed backquote or text after a closing one."""
     parts: list[str] = []
     position = 0
     while True:

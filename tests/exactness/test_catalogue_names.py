@@ -6,6 +6,8 @@ and schema changes through tables and columns so named, and compares every table
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +194,42 @@ def test_a_table_named_with_a_slash_stops_the_snapshot_by_name(pipeline_for: New
     assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
     assert "a slash or a backslash" in error.message, error.message
     assert not [path for path in pipeline.root.rglob("*") if path.name == "x"], "nothing is staged outside"
+
+
+def test_tables_whose_names_differ_only_in_case(pipeline_for: NewPipeline) -> None:
+    """MySQL on Linux keeps ``Orders`` and ``orders`` apart (``lower_case_table_names=0``)."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.`Orders` (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE {db}.orders (id INT PRIMARY KEY, v VARCHAR(10))",
+        "INSERT INTO {db}.`Orders` VALUES (1, 'upper'), (2, 'upper')",
+        "INSERT INTO {db}.orders VALUES (1, 'lower')",
+    )
+    run_windows(
+        pipeline,
+        [["UPDATE {db}.`Orders` SET v = 'UPPER' WHERE id = 1", "INSERT INTO {db}.orders VALUES (3, 'lower3')"]],
+    )
+
+
+def test_a_database_named_with_a_backquote_a_space_and_letters(
+    mysql_server: MySqlTestServer, spark: Any, tmp_path: Path
+) -> None:
+    """A database name is a namespace of its own; only a dot in it is refused (see above)."""
+    database = "ex names `db` ü"
+    quoted = "`ex names ``db`` ü`"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {quoted}",
+        f"CREATE DATABASE {quoted}",
+        f"CREATE TABLE {quoted}.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        f"INSERT INTO {quoted}.t VALUES (1, 'a'), (2, 'b')",
+    )
+    try:
+        pipeline = ExactnessPipeline(mysql_server, spark, tmp_path, "ex_names_db", [database])
+        run_windows(
+            pipeline,
+            [
+                [f"UPDATE {quoted}.t SET v = 'A' WHERE id = 1", f"DELETE FROM {quoted}.t WHERE id = 2"],
+                [f"CREATE TABLE {quoted}.`u.v` (id INT PRIMARY KEY)", f"INSERT INTO {quoted}.`u.v` VALUES (7)"],
+            ],
+        )
+    finally:
+        mysql_server.execute(f"DROP DATABASE IF EXISTS {quoted}")
