@@ -13,9 +13,11 @@ import pytest
 
 from airflow_provider_mysql_cdc.apply.contract import MaintenanceSpec
 from airflow_provider_mysql_cdc.apply.table_maintenance import run_maintenance
+from airflow_provider_mysql_cdc.verify.engine import VerifyRequest, verify_targets
 from tests.exactness.harness import ExactnessPipeline, WindowStopped
 from tests.exactness.scenario import run_windows
 from tests.mysql_servers import MySqlTestServer
+from tests.spark_session import CATALOG
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -54,6 +56,17 @@ def test_columns_named_with_dots_backquotes_spaces_letters_and_reserved_words(pi
             ],
         ],
     )
+    assert_verified_equal(pipeline)
+
+
+def assert_verified_equal(pipeline: ExactnessPipeline) -> None:
+    """The verification (a snapshot and a window of its own, compared in Spark) finds every table of
+    the pipeline's database equal to MySQL."""
+    request = VerifyRequest(pipeline=pipeline.name, tables=(f"{pipeline.databases[0]}.*",), catalog=CATALOG)
+    report = verify_targets(pipeline.spark, pipeline.server.cdc, request)
+    assert report.tables and all(t.describe().endswith(": equal") for t in report.tables), [
+        t.describe() for t in report.tables
+    ]
 
 
 def test_a_table_without_a_key_whose_columns_have_such_names(pipeline_for: NewPipeline) -> None:
@@ -102,6 +115,7 @@ def test_tables_named_with_a_dot_a_backquote_a_space_and_letters(pipeline_for: N
             ["UPDATE {db}.`Таблица.2` SET v = 'newer'", "DELETE FROM {db}.`t.dot` WHERE id = 1"],
         ],
     )
+    assert_verified_equal(pipeline)
     # The table maintenance finds each of them as the pipeline's (a table with a dot was skipped as
     # unreadable) and compacts it; the tables still equal MySQL.
     report = run_maintenance(pipeline.spark, MaintenanceSpec(pipeline.name))
