@@ -72,8 +72,8 @@ def assert_verified_equal(pipeline: ExactnessPipeline) -> None:
 def test_a_table_without_a_key_whose_columns_have_such_names(pipeline_for: NewPipeline) -> None:
     """Identical rows come and go one copy at a time (the multiset apply names every column too)."""
     pipeline = pipeline_for(
-        "CREATE TABLE {db}.bag (`x.y` INT, `z``w` VARCHAR(10), `a b` DOUBLE)",
-        "INSERT INTO {db}.bag VALUES (1, 'p', 0.5), (1, 'p', 0.5), (1, 'p', 0.5), (2, NULL, NULL)",
+        "CREATE TABLE {db}.bag (`x.y` INT, `z``w` VARCHAR(10), `a b` DOUBLE, ` lead` INT DEFAULT 0)",
+        "INSERT INTO {db}.bag VALUES (1, 'p', 0.5, 1), (1, 'p', 0.5, 1), (1, 'p', 0.5, 1), (2, NULL, NULL, NULL)",
     )
     run_windows(
         pipeline,
@@ -81,7 +81,7 @@ def test_a_table_without_a_key_whose_columns_have_such_names(pipeline_for: NewPi
             [
                 "DELETE FROM {db}.bag WHERE `x.y` = 1 LIMIT 1",
                 "UPDATE {db}.bag SET `z``w` = 'q' WHERE `x.y` = 1 LIMIT 1",
-                "INSERT INTO {db}.bag VALUES (2, NULL, NULL)",
+                "INSERT INTO {db}.bag VALUES (2, NULL, NULL, NULL)",
             ],
             [
                 "ALTER TABLE {db}.bag ADD COLUMN `n.ew` INT DEFAULT 7",
