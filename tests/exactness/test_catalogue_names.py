@@ -1,6 +1,8 @@
 """The change catalogue, part 6: names. A quoted MySQL identifier may hold any character but NUL: dots,
 backquotes, spaces, letters beyond ASCII, reserved words. Each case runs a snapshot and windows of DML
-and schema changes through tables and columns so named, and compares every table after every window.
+and schema changes through tables and columns so named, and compares every table after every window;
+the names the pipeline cannot tell apart from others (a database with a dot, a slash, a column with the
+staging prefix) must stop the snapshot or window with ``UnsupportedNameError`` instead.
 """
 
 from __future__ import annotations
