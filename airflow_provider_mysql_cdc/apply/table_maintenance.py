@@ -40,7 +40,6 @@ from airflow_provider_mysql_cdc.apply.contract import MaintenanceReport, Mainten
 from airflow_provider_mysql_cdc.apply.iceberg_session import java_error_summary, require_reachable_catalog
 from airflow_provider_mysql_cdc.apply.plan import AppliedState, quote
 from airflow_provider_mysql_cdc.apply.table_applier import read_applied_state
-from airflow_provider_mysql_cdc.core.lineage import identifier_parts
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
     ForeignTableError,
@@ -56,7 +55,7 @@ log = logging.getLogger("airflow_provider_mysql_cdc.maintenance")
 
 
 def _full_name(catalog: str, target: str) -> str:
-    return ".".join(quote(part) for part in [catalog, *identifier_parts(target)])
+    return f"{quote(catalog)}.{maintenance_sql.table_argument(target)}"
 
 
 def _target_text(namespace: str, table: str) -> str:

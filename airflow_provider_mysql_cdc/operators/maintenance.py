@@ -64,8 +64,8 @@ class IcebergMaintenanceOperator(IcebergSparkJobOperator):
 
     :param pipeline: pipeline name (only tables whose newest apply commit is this pipeline's are touched).
     :param staging_uri: the pipeline's staging root (the spec and report are written there).
-    :param targets: tables inside the catalog (``namespace.table``); default: every table of the
-        catalog whose newest apply commit is the pipeline's.
+    :param targets: tables inside the catalog (``namespace.table``, a part holding a dot in backquotes:
+        ``shop.`t.x```); default: every table of the catalog whose newest apply commit is the pipeline's.
     :param every: maintain only in the run whose data interval ends on or crosses a multiple of this
         (e.g. ``timedelta(days=1)``: one hourly run a day); other runs are skipped without starting Spark.
         None: every run.
