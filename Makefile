@@ -11,7 +11,7 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-long test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-tables bench-parallel-apply bench-dag-parse constraints constraints-lowest clean
+.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-long test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-tables bench-parallel-apply bench-dag-parse charset-tables constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
@@ -19,7 +19,7 @@ help:
 	@echo "make test-long - the long scenarios through Airflow's services and REST API (not run by CI)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-tables | bench-parallel-apply | bench-dag-parse | constraints | constraints-lowest | clean"
+	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-tables | bench-parallel-apply | bench-dag-parse | charset-tables | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -203,6 +203,11 @@ bench-parallel-apply: venv mysql-install jars
 # DAG parsing: `airflow dags report` of the example DAG against the same shape built from EmptyOperator.
 bench-dag-parse: venv
 	$(PY) benchmarks/dag_parse.py
+
+# Re-read MySQL's conversion of every character set into the decoder's tables (after a MySQL upgrade;
+# the conformance test says when they no longer match): starts and destroys its own instance.
+charset-tables: mysql-install
+	$(PY) -m testbed.charset_sweep
 
 # Re-pin after changing dependency ranges: resolves from scratch in a throwaway venv.
 constraints:

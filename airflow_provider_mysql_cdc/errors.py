@@ -142,6 +142,12 @@ class TransactionPayloadError(TerminalCdcError):
     unknown compression type, a corrupt or truncated payload, or inner events that do not add up."""
 
 
+class UnmappableTextError(TerminalCdcError):
+    """Raised for a text value holding a byte sequence MySQL itself has no Unicode character for (a
+    client reading it through ``utf8mb4`` gets ``?``), or, in a primary key, one whose character
+    another sequence also has (two keys MySQL keeps apart would be one in the target)."""
+
+
 # -- snapshots ------------------------------------------------------------------------------------------
 
 

@@ -63,7 +63,7 @@ def value_converter(spec: ColumnSpec) -> Callable[[Any], Any] | None:
     """The function that turns a decoded value (never None) into the staged value; None: as is."""
     kind = spec.mysql_type
     if kind in TEXT_TYPES:
-        return text_decoder(spec.charset or "utf8mb4", spec.name)
+        return text_decoder(spec.charset or "utf8mb4", spec.name, key=spec.primary_key)
     if kind == "binary" and spec.max_length:
         length = spec.max_length
         return lambda value: value.ljust(length, b"\0")  # the binlog strips BINARY's trailing 0x00

@@ -130,7 +130,7 @@ def text_value_converter(spec: ColumnSpec) -> Callable[[Any], Any] | None:
     """The function that turns a fetched value (never None) into the staged value; None: as is."""
     kind = spec.mysql_type
     if kind in TEXT_TYPES or kind in ("enum", "set"):
-        return text_decoder(spec.charset or "utf8mb4", spec.name)
+        return text_decoder(spec.charset or "utf8mb4", spec.name, key=spec.primary_key and kind in TEXT_TYPES)
     if kind == "json":
         return text_decoder("utf8mb4", spec.name)
     if kind in _TEMPORAL_CONVERTERS:

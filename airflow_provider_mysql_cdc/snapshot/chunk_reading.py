@@ -29,6 +29,7 @@ from airflow_provider_mysql_cdc.errors import (
     SchemaModelError,
     SnapshotLockTimeoutError,
     SnapshotNotPlannedError,
+    UnmappableTextError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, error_code, error_text, query
 from airflow_provider_mysql_cdc.mysql.introspection import read_gtid_executed
@@ -341,6 +342,8 @@ def _stream_rows(
             f"reading chunk {chunk.chunk_no} of {table_name} failed on {source.address}: "
             f"[{error_code(exc)}] {error_text(exc, source)}"
         ) from None
+    except UnmappableTextError as exc:
+        raise UnmappableTextError(f"snapshot of {table_name} (chunk {chunk.chunk_no}), column {exc}") from None
     if rows == 0:
         writer.ensure_file(chunk.database, chunk.table, version, schema)
     return info, rows
