@@ -20,6 +20,13 @@ connecting, the dump command's framing, table maps and row decoding.
   auto-position and replays transactions. :class:`SingleConnectionStreamReader` refuses a second
   connect (:class:`~airflow_provider_mysql_cdc.errors.BinlogReconnectRefusedError`), which the reader
   reports as a lost connection.
+* **Query events' status variables.** The library raises ``StatusVariableMismatch`` for a status
+  variable it does not know, and MySQL 9.7 writes one (key 0x15) in the ``Query`` event of a DML
+  statement logged as text (a session's ``binlog_format = 'STATEMENT'`` or ``'MIXED'``), so the
+  stream stopped with the library's exception there. :func:`install_stream_hooks` makes the library
+  skip the rest of the status variables from an unknown key on (their length is in the event's
+  header; the keys are written in increasing order, so the ones the reader uses, ``sql_mode`` among
+  them, come before).
 * **Compressed transactions.** The library has no class for ``Transaction_payload_event``
   (type 40, written for ``binlog_transaction_compression=ON``); it arrives as a
   ``NotImplementedEvent``. :meth:`SingleConnectionStreamReader.payload_events` decompresses its body
@@ -54,6 +61,7 @@ from pymysqlreplication.event import (
     XAPrepareEvent,
     XidEvent,
 )
+from pymysqlreplication.exceptions import StatusVariableMismatch
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
@@ -114,7 +122,24 @@ def install_stream_hooks() -> None:
 
     event_map[GTID_TAGGED_LOG_EVENT] = TaggedGtidEvent
     binlogstream.GtidSet = gtid_set_for_dump
+    QueryEvent._read_status_vars_value_for_key = _status_variable_reader(QueryEvent._read_status_vars_value_for_key)
     _hooks_installed = True
+
+
+def _status_variable_reader(library_reader: Any) -> Any:
+    """The library's reader of one status variable, which skips the remaining status variables on a
+    key it does not know instead of raising (see the module docstring)."""
+
+    def read_status_variable(event: Any, key: int) -> None:
+        packet = event.packet
+        if not hasattr(event, "_status_variables_end"):  # the first key's byte was just read
+            event._status_variables_end = packet.read_bytes - 1 + int(event.status_vars_length)
+        try:
+            library_reader(event, key)
+        except StatusVariableMismatch:
+            packet.advance(event._status_variables_end - packet.read_bytes)
+
+    return read_status_variable
 
 
 def install_library_fixes() -> None:

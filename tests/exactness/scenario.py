@@ -127,12 +127,17 @@ def binlog_position(server: MySqlTestServer) -> tuple[str, int]:
     return str(row[0]), int(row[1])
 
 
-def binlog_event_types(server: MySqlTestServer, since: tuple[str, int]) -> list[str]:
-    """The event types written since ``since`` (across file rotations)."""
+def binlog_events(server: MySqlTestServer, since: tuple[str, int]) -> list[tuple[str, str]]:
+    """The events written since ``since`` (across file rotations): (event type, info)."""
     files = [str(row[0]) for row in server.execute("SHOW BINARY LOGS")]
-    types: list[str] = []
+    events: list[tuple[str, str]] = []
     for name in files[files.index(since[0]) :]:
         start = f" FROM {since[1]}" if name == since[0] else ""
         # SHOW BINLOG EVENTS: Log_name, Pos, Event_type, Server_id, End_log_pos, Info
-        types += [str(row[2]) for row in server.execute(f"SHOW BINLOG EVENTS IN '{name}'{start}")]
-    return types
+        events += [(str(row[2]), str(row[5])) for row in server.execute(f"SHOW BINLOG EVENTS IN '{name}'{start}")]
+    return events
+
+
+def binlog_event_types(server: MySqlTestServer, since: tuple[str, int]) -> list[str]:
+    """The event types written since ``since`` (across file rotations)."""
+    return [event_type for event_type, _info in binlog_events(server, since)]

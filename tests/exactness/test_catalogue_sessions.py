@@ -17,7 +17,7 @@ from functools import partial
 import pytest
 
 from tests.exactness.harness import ExactnessPipeline
-from tests.exactness.scenario import binlog_event_types, binlog_position, drive, fill, run_windows
+from tests.exactness.scenario import binlog_event_types, binlog_events, binlog_position, drive, fill, run_windows
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -325,3 +325,46 @@ def test_a_one_gigabyte_transaction(large_packets: None, pipeline_for: NewPipeli
             ],
         ],
     )
+
+
+# -- statement-based logging ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])
+def test_session_binlog_format_statement_and_mixed(pipeline_for: NewPipeline, binlog_format: str) -> None:
+    """A session may log its changes as statements (``SET SESSION binlog_format``, for an account with
+    SYSTEM_VARIABLES_ADMIN): the binlog then holds ``INSERT``/``UPDATE``/``DELETE`` text, not rows, and
+    under STATEMENT a trigger's changes are not logged at all (a replica re-runs the trigger). Such a
+    window cannot be applied from the binlog: every followed table is re-built from the next snapshot,
+    and the targets equal MySQL again. Row events of other sessions in the same window are not lost."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.s1 (id INT PRIMARY KEY, v VARCHAR(20))",
+        "CREATE TABLE {db}.s2 (id INT PRIMARY KEY, n INT)",
+        "CREATE TABLE {db}.audit (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40))",
+        "CREATE TRIGGER {db}.s1_audit AFTER INSERT ON {db}.s1 FOR EACH ROW "
+        "INSERT INTO audit (what) VALUES (CONCAT('insert ', NEW.id))",
+        "INSERT INTO {db}.s1 VALUES (1, 'one'), (2, 'two')",
+        "INSERT INTO {db}.s2 VALUES (1, 10)",
+    )
+    session = (f"SET SESSION binlog_format = '{binlog_format}'",)
+    database = pipeline.databases[0]
+
+    def write(statements: Sequence[str]) -> None:
+        since = binlog_position(pipeline.server)
+        rows = pipeline.sql(
+            *(fill(s, database=database) for s in statements), "SELECT @@SESSION.binlog_format", session=session
+        )
+        assert rows == [(binlog_format,)], rows
+        logged = [info for kind, info in binlog_events(pipeline.server, since) if kind == "Query"]
+        assert [info for info in logged if info.split("*/")[-1].strip().startswith("UPDATE")], logged
+
+    windows = [
+        [
+            "INSERT INTO {db}.s1 VALUES (3, 'three')",  # the trigger writes audit
+            "UPDATE {db}.s1 SET v = 'ONE' WHERE id = 1",
+            "DELETE FROM {db}.s2 WHERE id = 1",
+            "INSERT INTO {db}.s2 VALUES (2, 20)",
+        ],
+        ["UPDATE {db}.s1 SET v = CONCAT(v, '!')", "INSERT INTO {db}.s1 VALUES (4, 'four')"],
+    ]
+    drive(pipeline, [partial(write, statements) for statements in windows])
