@@ -1,0 +1,92 @@
+"""The change catalogue, part 6: the forms of DML whose row events are not one row per statement row.
+
+``REPLACE`` deletes every row a new row conflicts with (on the primary key or any unique key) before
+inserting it; ``INSERT ... ON DUPLICATE KEY UPDATE`` turns into an update, possibly of the key itself;
+``INSERT IGNORE`` skips rows; multi-table ``UPDATE``/``DELETE`` change several tables in one statement;
+foreign keys cascade deletes, key changes and ``SET NULL`` into child tables (MySQL 9.7 logs the
+cascaded rows as row events of the child, before the parent's); triggers write other tables and
+rewrite ``NEW``; and one ``UPDATE`` may shift keys onto keys it frees in the same statement. Each is
+compared with MySQL after the snapshot and after every window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.exactness.harness import ExactnessPipeline
+from tests.exactness.scenario import run_windows
+
+pytestmark = [pytest.mark.mysql, pytest.mark.spark]
+
+NewPipeline = Callable[..., ExactnessPipeline]
+
+
+def test_replace_upserts_ignored_rows_and_multi_table_statements(pipeline_for: NewPipeline) -> None:
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.u (id INT PRIMARY KEY, code VARCHAR(10) UNIQUE, n INT, note VARCHAR(20))",
+        "INSERT INTO {db}.u VALUES (1, 'a', 1, 'one'), (2, 'b', 2, 'two'), (3, 'c', 3, 'three'), (4, 'd', 4, 'four')",
+        "CREATE TABLE {db}.totals (code VARCHAR(10) PRIMARY KEY, total INT)",
+        "INSERT INTO {db}.totals VALUES ('a', 0), ('b', 0), ('z', 9)",
+    )
+    run_windows(
+        pipeline,
+        [
+            [
+                # conflicts on the key (1) and on the unique code ('b', row 2): both rows go, one comes
+                "REPLACE INTO {db}.u VALUES (1, 'b', 10, 'replaced')",
+                "REPLACE INTO {db}.u VALUES (5, 'e', 5, 'new')",
+                "INSERT INTO {db}.u VALUES (3, 'x', 0, 'dup') ON DUPLICATE KEY UPDATE n = n + 100, note = 'upserted'",
+                "INSERT INTO {db}.u VALUES (6, 'c', 0, 'dup') ON DUPLICATE KEY UPDATE id = 30",  # the key moves
+                "INSERT IGNORE INTO {db}.u VALUES (4, 'q', 0, 'ignored'), (7, 'g', 7, 'kept')",
+                "UPDATE {db}.u JOIN {db}.totals ON u.code = totals.code SET totals.total = u.n, u.note = 'joined'",
+                "DELETE {db}.u, {db}.totals FROM {db}.u JOIN {db}.totals ON u.code = totals.code WHERE u.n = 10",
+            ],
+            [
+                "REPLACE INTO {db}.u SELECT id + 100, CONCAT(code, '2'), n, note FROM {db}.u WHERE id < 10",
+                "INSERT INTO {db}.u (id, code, n) SELECT id, code, n FROM {db}.u WHERE id > 100 "
+                "ON DUPLICATE KEY UPDATE n = VALUES(n) * 2",
+                "INSERT INTO {db}.totals VALUES ('z', 1) ON DUPLICATE KEY UPDATE code = 'zz', total = total + 1",
+            ],
+        ],
+    )
+
+
+def test_cascading_foreign_keys_triggers_and_keys_shifted_in_one_statement(pipeline_for: NewPipeline) -> None:
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.parent (id INT PRIMARY KEY, name VARCHAR(10))",
+        "CREATE TABLE {db}.child (id INT PRIMARY KEY, parent_id INT, v INT, "
+        "FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE CASCADE ON UPDATE CASCADE)",
+        "CREATE TABLE {db}.loose (id INT PRIMARY KEY, parent_id INT, "
+        "FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE SET NULL ON UPDATE SET NULL)",
+        "CREATE TABLE {db}.tree (id INT PRIMARY KEY, up INT, FOREIGN KEY (up) REFERENCES tree (id) ON DELETE CASCADE)",
+        "CREATE TABLE {db}.audit (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40))",
+        "CREATE TABLE {db}.shift (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TRIGGER {db}.child_upper BEFORE INSERT ON {db}.child FOR EACH ROW SET NEW.v = NEW.v * 10",
+        "CREATE TRIGGER {db}.parent_audit AFTER UPDATE ON {db}.parent FOR EACH ROW "
+        "INSERT INTO audit (what) VALUES (CONCAT(OLD.id, '->', NEW.id))",
+        "INSERT INTO {db}.parent VALUES (1, 'p1'), (2, 'p2'), (3, 'p3')",
+        "INSERT INTO {db}.child VALUES (10, 1, 1), (11, 1, 2), (12, 2, 3), (13, 3, 4)",
+        "INSERT INTO {db}.loose VALUES (20, 1), (21, 2)",
+        "INSERT INTO {db}.tree VALUES (1, NULL), (2, 1), (3, 2), (4, 1), (5, NULL)",
+        "INSERT INTO {db}.shift VALUES (1, 'a'), (2, 'b'), (3, 'c'), (5, 'e')",
+    )
+    run_windows(
+        pipeline,
+        [
+            [
+                "DELETE FROM {db}.parent WHERE id = 1",  # cascades to child 10, 11; loose 20 gets NULL
+                "UPDATE {db}.parent SET id = 20 WHERE id = 2",  # child 12 and loose 21 follow; audited
+                "INSERT INTO {db}.child VALUES (14, 20, 5)",  # the trigger stores 50
+                "DELETE FROM {db}.tree WHERE id = 1",  # cascades down two levels
+                "UPDATE {db}.shift SET id = id + 1 ORDER BY id DESC",  # each key onto one just freed
+            ],
+            [
+                "UPDATE {db}.parent SET id = id + 100",
+                "DELETE FROM {db}.parent WHERE id = 103",
+                "UPDATE {db}.shift SET id = id * 10 WHERE id > 3 ORDER BY id DESC",
+                "UPDATE {db}.shift SET id = -id",
+            ],
+        ],
+    )
