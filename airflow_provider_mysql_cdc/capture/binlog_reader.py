@@ -113,6 +113,8 @@ class QueryStatement:
     sql: str
     #: The statement's session ``sql_mode`` (a bit set), when the event carries it.
     sql_mode: int | None = None
+    #: The statement's session ``explicit_defaults_for_timestamp``, when the event carries it.
+    explicit_defaults_for_timestamp: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -404,7 +406,10 @@ class BinlogReader:
             if not self._skipping:
                 database = bytes(event.schema).decode("utf-8", errors="replace")
                 mode = getattr(event, "sql_mode", None)
-                yield QueryStatement(database, sql, None if mode is None else int(mode))
+                explicit = getattr(event, "explicit_defaults_ts", None)
+                yield QueryStatement(
+                    database, sql, None if mode is None else int(mode), None if explicit is None else bool(explicit)
+                )
             if not self._in_begin:  # DDL commits itself
                 yield from self._commit()
 

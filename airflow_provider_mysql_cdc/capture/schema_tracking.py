@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import (
+    AddColumn,
     AlterTable,
+    ChangeColumn,
     ColumnDefinition,
     CreateTable,
     DatabaseDdl,
@@ -172,6 +174,27 @@ def _iceberg_widens(old: ColumnSpec, new: ColumnSpec) -> bool:
     )
 
 
+def implicit_timestamp_attributes(statement: DdlStatement, sql: str) -> DdlStatement:
+    """``statement`` as run with ``explicit_defaults_for_timestamp=OFF``: when it defines a TIMESTAMP
+    column, MySQL added attributes its text does not hold (``NOT NULL`` unless ``NULL`` is written;
+    the table's first TIMESTAMP ``DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP``, the others
+    ``DEFAULT '0000-00-00 00:00:00'``, unless a default is written), which depend on the table's other
+    columns: the statement is not followed, its tables are re-read (:class:`UnparsedDdl`)."""
+    if isinstance(statement, CreateTable):
+        columns = statement.columns
+    elif isinstance(statement, AlterTable):
+        columns = tuple(action.column for action in statement.actions if isinstance(action, AddColumn | ChangeColumn))
+    else:
+        return statement
+    if not any(column.mysql_type == "timestamp" for column in columns):
+        return statement
+    reason = (
+        "a TIMESTAMP column defined with explicit_defaults_for_timestamp=OFF (implicit NOT NULL, DEFAULT "
+        "and ON UPDATE clauses the statement does not show)"
+    )
+    return UnparsedDdl(sql.strip(), reason, (statement.table,))
+
+
 class SchemaTracker:
     """The tracked schemas of one window's selected tables (see the module docstring)."""
 
@@ -285,10 +308,21 @@ class SchemaTracker:
     # -- DDL --------------------------------------------------------------------------------------
 
     def on_statement(
-        self, sql: str, database: str, seq: int, gtid: str, sql_mode: int | None, in_snapshot: SnapshotTest
+        self,
+        sql: str,
+        database: str,
+        seq: int,
+        gtid: str,
+        sql_mode: int | None,
+        in_snapshot: SnapshotTest,
+        *,
+        explicit_timestamp_defaults: bool | None = None,
     ) -> StatementOutcome:
-        """Apply one statement of the binlog; its events for the selected tables, in statement order."""
+        """Apply one statement of the binlog; its events for the selected tables, in statement order
+        (``explicit_timestamp_defaults``: the statement's session ``explicit_defaults_for_timestamp``)."""
         statement = parse_ddl(sql, database, sql_mode=sql_mode)
+        if explicit_timestamp_defaults is False:
+            statement = implicit_timestamp_attributes(statement, sql)
         if isinstance(statement, DatabaseDdl) and statement.kind != "drop" and statement.charset:
             self.database_defaults[statement.database] = (statement.charset, statement.collation)
         if isinstance(statement, OtherDdl):

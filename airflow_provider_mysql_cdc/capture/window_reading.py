@@ -421,7 +421,15 @@ class WindowReader:
         assert self.current is not None
         gtid = self._current_gtid_text
         seq = self._peek_seq()
-        outcome = self.tracker.on_statement(item.sql, item.database, seq, gtid, item.sql_mode, self._in_snapshot)
+        outcome = self.tracker.on_statement(
+            item.sql,
+            item.database,
+            seq,
+            gtid,
+            item.sql_mode,
+            self._in_snapshot,
+            explicit_timestamp_defaults=item.explicit_defaults_for_timestamp,
+        )
         if not outcome.relevant:
             return
         self.position += 1

@@ -368,3 +368,37 @@ def test_session_binlog_format_statement_and_mixed(pipeline_for: NewPipeline, bi
         ["UPDATE {db}.s1 SET v = CONCAT(v, '!')", "INSERT INTO {db}.s1 VALUES (4, 'four')"],
     ]
     drive(pipeline, [partial(write, statements) for statements in windows])
+
+
+# -- explicit_defaults_for_timestamp ----------------------------------------------------------------
+
+OLD_TIMESTAMPS = ("SET SESSION explicit_defaults_for_timestamp = OFF", "SET SESSION sql_mode = ''")
+
+
+def test_session_explicit_defaults_for_timestamp_off(pipeline_for: NewPipeline) -> None:
+    """With ``explicit_defaults_for_timestamp=OFF`` (deprecated, still settable per session) a TIMESTAMP
+    column without attributes is ``NOT NULL``: the first one of a table ``DEFAULT CURRENT_TIMESTAMP ON
+    UPDATE CURRENT_TIMESTAMP``, the others ``DEFAULT '0000-00-00 00:00:00'``. Columns added that way give
+    the existing rows those values, and rows inserted without them (also under MINIMAL images) too."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.e (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.e VALUES (1, 1), (2, 2)",
+    )
+    run_windows(
+        pipeline,
+        [
+            [
+                "ALTER TABLE {db}.e ADD COLUMN first_ts TIMESTAMP, ADD COLUMN second_ts TIMESTAMP",
+                "INSERT INTO {db}.e (id, v) VALUES (3, 3)",
+                "CREATE TABLE {db}.made (id INT PRIMARY KEY, ts TIMESTAMP, ts2 TIMESTAMP, v INT)",
+                "INSERT INTO {db}.made (id, v) VALUES (1, 1)",
+            ],
+            [
+                "SET SESSION binlog_row_image = 'MINIMAL'",
+                "INSERT INTO {db}.made (id, v) VALUES (2, 2)",
+                "INSERT INTO {db}.e (id, v) VALUES (4, 4)",
+                "UPDATE {db}.e SET v = 10 WHERE id = 1",
+            ],
+        ],
+        session=OLD_TIMESTAMPS,
+    )

@@ -12,8 +12,11 @@ from airflow_provider_mysql_cdc.capture.schema_tracking import (
     SchemaTracker,
     SnapshotTest,
     StatementOutcome,
+    implicit_timestamp_attributes,
     table_from_specs,
 )
+from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
+from airflow_provider_mysql_cdc.core.ddl_statements import TableRef, UnparsedDdl
 from airflow_provider_mysql_cdc.core.schema_events import decode_value
 from airflow_provider_mysql_cdc.core.types import ColumnSpec
 from airflow_provider_mysql_cdc.core.windows import TableSelection
@@ -177,3 +180,33 @@ def test_a_swap_in_one_statement_leaves_no_wait_for_its_temporary_name(store: Fr
     run(CREATE.replace("`t`", "`u`"))
     run("RENAME TABLE t TO tmp, u TO t, tmp TO u")
     assert set(tracker(store, 2).rebuilds_pending()) == {"db.t", "db.u"}  # not db.tmp
+
+
+def test_a_timestamp_column_defined_with_explicit_defaults_off_rebuilds_its_table() -> None:
+    """With ``explicit_defaults_for_timestamp=OFF`` MySQL adds NOT NULL, DEFAULT and ON UPDATE clauses the
+    text does not hold: the statement is not followed, its table is re-read."""
+    added = parse_ddl("ALTER TABLE t ADD COLUMN ts TIMESTAMP, ADD COLUMN v INT", "db")
+    unparsed = implicit_timestamp_attributes(added, " ALTER TABLE t ADD COLUMN ts TIMESTAMP, ADD COLUMN v INT ")
+    assert isinstance(unparsed, UnparsedDdl)
+    assert unparsed.tables == (TableRef("db", "t"),) and "explicit_defaults_for_timestamp=OFF" in unparsed.reason
+    created = parse_ddl("CREATE TABLE t2 (id INT PRIMARY KEY, ts TIMESTAMP(3) NULL)", "db")
+    assert isinstance(implicit_timestamp_attributes(created, "CREATE ..."), UnparsedDdl)
+    modified = parse_ddl("ALTER TABLE t MODIFY ts TIMESTAMP", "db")
+    assert isinstance(implicit_timestamp_attributes(modified, "ALTER ..."), UnparsedDdl)
+    for text in ("ALTER TABLE t ADD COLUMN d DATETIME", "CREATE TABLE t3 (id INT)", "DROP TABLE t", "TRUNCATE t"):
+        statement = parse_ddl(text, "db")
+        assert implicit_timestamp_attributes(statement, text) is statement
+
+
+def test_the_tracker_rebuilds_only_under_explicit_defaults_off(store: FrontierStore) -> None:
+    track = tracker(store)
+    track.on_statement(CREATE, "db", 1, f"{G}:1", None, never)
+    on = track.on_statement(
+        "ALTER TABLE t ADD COLUMN ts TIMESTAMP", "db", 2, f"{G}:2", None, never, explicit_timestamp_defaults=True
+    )
+    assert [event.kind for event in on.events] == ["column_added"]
+    off = track.on_statement(
+        "ALTER TABLE t ADD COLUMN ts2 TIMESTAMP", "db", 3, f"{G}:3", None, never, explicit_timestamp_defaults=False
+    )
+    assert [event.kind for event in off.events] == ["rebuild"]
+    assert "explicit_defaults_for_timestamp=OFF" in (off.events[0].reason or "")
