@@ -17,6 +17,10 @@ Byte formats (MySQL source, ``mysql/mysql-server``):
   4 last_committed and 5 sequence_number (signed), 6 immediate_commit_timestamp,
   7 original_commit_timestamp (omitted when equal), 8 transaction_length, 9/10 server versions,
   11 commit_group_ticket.
+* ``Query_log_event`` (2), ``libs/mysql/binlog/event/statement_events.cpp``: post-header (13 bytes:
+  thread id(4) exec time(4) schema length(1) error code(2) status variables length(2)), the status
+  variables, the schema name and a NUL, then the statement's bytes to the end of the event, in the
+  session's ``character_set_client`` (the status variable ``Q_CHARSET_CODE``).
 * Binary GTID set, ``sql/rpl_gtid_set.cc`` ``Gtid_set::encode`` and ``libs/mysql/gtid/tsid.cpp``,
   ``tag.cpp``: n_sids as 8 bytes LE (tagged format: ``1 << 56 | n_sids << 8 | 1``), then per
   (uuid, tag): uuid(16), [tagged format only: tag as varlen length + ASCII, ``00`` for no tag],
@@ -155,6 +159,23 @@ def decode_gtid_event(event_type: int, body: bytes) -> GtidEventData:
     except (ValueError, IndexError) as exc:
         raise BinlogStreamError(f"malformed GTID event (type {event_type}): {exc}; body {body.hex()}") from None
     raise BinlogStreamError(f"event type {event_type} is not a GTID event")
+
+
+#: A ``Query_log_event``'s post-header length (binlog format 4).
+QUERY_POST_HEADER_LENGTH = 13
+
+
+def query_statement_bytes(body: bytes | memoryview) -> bytes:
+    """The statement's bytes of a ``Query_log_event`` body (after the common header, without the
+    checksum), as the session sent them."""
+    if len(body) < QUERY_POST_HEADER_LENGTH:
+        raise ValueError(f"a Query event of {len(body)} bytes is shorter than its post-header")
+    schema_length = body[8]
+    (status_length,) = struct.unpack_from("<H", body, 11)
+    start = QUERY_POST_HEADER_LENGTH + status_length + schema_length + 1
+    if start > len(body):
+        raise ValueError(f"a Query event's status variables and schema end past its {len(body)} bytes")
+    return bytes(body[start:])
 
 
 def encode_gtid_set(gtids: GtidSet) -> bytes:

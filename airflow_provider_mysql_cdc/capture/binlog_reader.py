@@ -40,11 +40,16 @@ from airflow_provider_mysql_cdc.capture.binlog_library import (
     install_library_fixes,
     release_event,
 )
-from airflow_provider_mysql_cdc.capture.binlog_protocol import ANONYMOUS_GTID_LOG_EVENT, decode_gtid_event
+from airflow_provider_mysql_cdc.capture.binlog_protocol import (
+    ANONYMOUS_GTID_LOG_EVENT,
+    decode_gtid_event,
+    query_statement_bytes,
+)
 from airflow_provider_mysql_cdc.capture.transaction_payload import TRANSACTION_PAYLOAD_EVENT
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import MAX_TRANSACTION_NUMBER, Gtid, GtidSet, Interval, SourceKey
 from airflow_provider_mysql_cdc.core.preflight import ServerVersion
+from airflow_provider_mysql_cdc.decoding.charsets import charset_of_collation_id, text_decoder
 from airflow_provider_mysql_cdc.errors import (
     BinlogConnectionLostError,
     BinlogPurgedError,
@@ -115,6 +120,8 @@ class QueryStatement:
     sql_mode: int | None = None
     #: The statement's session ``explicit_defaults_for_timestamp``, when the event carries it.
     explicit_defaults_for_timestamp: bool | None = None
+    #: Why ``sql`` may not be the statement MySQL read (its bytes in the session's character set), or None.
+    text_problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -407,11 +414,47 @@ class BinlogReader:
                 database = bytes(event.schema).decode("utf-8", errors="replace")
                 mode = getattr(event, "sql_mode", None)
                 explicit = getattr(event, "explicit_defaults_ts", None)
+                text, problem = self._statement_text(event)
                 yield QueryStatement(
-                    database, sql, None if mode is None else int(mode), None if explicit is None else bool(explicit)
+                    database,
+                    text.strip(),
+                    None if mode is None else int(mode),
+                    None if explicit is None else bool(explicit),
+                    problem,
                 )
             if not self._in_begin:  # DDL commits itself
                 yield from self._commit()
+
+    def _statement_text(self, event: Any) -> tuple[str, str | None]:
+        """The statement as MySQL read it: its bytes decoded from the session's ``character_set_client``
+        (the library decodes them as UTF-8), and why that text may not be exact (None: it is)."""
+        library_text = str(event.query)
+        client = getattr(event, "character_set_client", None)
+        if client is None:
+            return library_text, None
+        body = memoryview(event.packet.packet.get_all_data())[20 : 20 + int(event.event_size)]
+        try:
+            raw = query_statement_bytes(body)
+        except ValueError as exc:
+            raise BinlogStreamError(f"transaction {self._open_gtid}: a Query event cannot be read: {exc}") from None
+        if raw.decode("utf-8", errors="backslashreplace") != library_text:
+            raise BinlogStreamError(
+                f"transaction {self._open_gtid} (binlog {self._binlog_file}, end position {event.packet.log_pos}): "
+                "a Query event's statement bytes are not where its header says"
+            )
+        client_charset = charset_of_collation_id(client)
+        try:
+            text = text_decoder(client_charset, "statement")(raw)
+        except TerminalCdcError as exc:
+            return library_text, f"its text cannot be read in the session's character set {client_charset}: {exc}"
+        connection = getattr(event, "collation_connection", None)
+        connection_charset = client_charset if connection is None else charset_of_collation_id(connection)
+        if connection_charset not in (client_charset, "utf8mb4") and not text.isascii():
+            return text, (
+                f"its literals were converted from the session's character set {client_charset} to "
+                f"character_set_connection {connection_charset}"
+            )
+        return text, None
 
     def _commit(self) -> Iterator[BinlogItem]:
         gtid, skipped = self._open_gtid, self._skipping

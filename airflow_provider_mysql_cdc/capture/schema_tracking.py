@@ -317,12 +317,16 @@ class SchemaTracker:
         in_snapshot: SnapshotTest,
         *,
         explicit_timestamp_defaults: bool | None = None,
+        text_problem: str | None = None,
     ) -> StatementOutcome:
         """Apply one statement of the binlog; its events for the selected tables, in statement order
-        (``explicit_timestamp_defaults``: the statement's session ``explicit_defaults_for_timestamp``)."""
+        (``explicit_timestamp_defaults``: the statement's session ``explicit_defaults_for_timestamp``;
+        ``text_problem``: why ``sql`` may not be the text MySQL read, which re-reads every table)."""
         statement = parse_ddl(sql, database, sql_mode=sql_mode)
         if explicit_timestamp_defaults is False:
             statement = implicit_timestamp_attributes(statement, sql)
+        if text_problem is not None and not isinstance(statement, OtherDdl):
+            statement = UnparsedDdl(sql.strip(), text_problem, None)
         if isinstance(statement, DatabaseDdl) and statement.kind != "drop" and statement.charset:
             self.database_defaults[statement.database] = (statement.charset, statement.collation)
         if isinstance(statement, OtherDdl):

@@ -429,6 +429,7 @@ class WindowReader:
             item.sql_mode,
             self._in_snapshot,
             explicit_timestamp_defaults=item.explicit_defaults_for_timestamp,
+            text_problem=item.text_problem,
         )
         if not outcome.relevant:
             return

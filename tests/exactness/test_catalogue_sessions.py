@@ -402,3 +402,43 @@ def test_session_explicit_defaults_for_timestamp_off(pipeline_for: NewPipeline) 
         ],
         session=OLD_TIMESTAMPS,
     )
+
+
+# -- the client character set of DDL ------------------------------------------------------------------
+
+
+def test_ddl_sent_in_another_client_character_set(pipeline_for: NewPipeline) -> None:
+    """A Query event's text is in its session's ``character_set_client`` (the event says which):
+    ``SET NAMES latin1`` makes the UTF-8 bytes of ``'é'`` two latin1 characters, ``Ã©``. Defaults, names
+    and labels in such a statement are what MySQL read, not what UTF-8 would read."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.names (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.names VALUES (1, 1), (2, 2)",
+    )
+    run_windows(
+        pipeline,
+        [
+            ["ALTER TABLE {db}.names ADD COLUMN note VARCHAR(20) DEFAULT 'café'"],  # no row after it
+            [
+                "ALTER TABLE {db}.names ADD COLUMN `prix_é` INT DEFAULT 5",
+                "INSERT INTO {db}.names (id, v) VALUES (3, 3)",
+            ],
+            [
+                "ALTER TABLE {db}.names ADD COLUMN kind ENUM('été', 'hiver') NOT NULL",
+                "INSERT INTO {db}.names (id, v, kind) VALUES (4, 4, 2)",
+            ],
+        ],
+        session=("SET NAMES latin1",),
+    )
+
+
+def test_ddl_literals_converted_to_another_connection_character_set(pipeline_for: NewPipeline) -> None:
+    """With ``character_set_connection = latin1`` under a UTF-8 client, a literal's characters pass
+    through latin1: ``'日本'`` becomes ``'??'``. Such a statement's text is not what MySQL stored, so
+    every table is re-read."""
+    pipeline = pipeline_for("CREATE TABLE {db}.lit (id INT PRIMARY KEY)", "INSERT INTO {db}.lit VALUES (1), (2)")
+    run_windows(
+        pipeline,
+        [["ALTER TABLE {db}.lit ADD COLUMN note VARCHAR(20) DEFAULT '日本 ok'"]],
+        session=("SET character_set_connection = latin1",),
+    )

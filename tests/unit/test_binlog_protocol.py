@@ -21,6 +21,7 @@ from airflow_provider_mysql_cdc.capture.binlog_protocol import (
     decode_gtid_event,
     encode_gtid_set,
     encode_varlen_uint,
+    query_statement_bytes,
     read_varlen_int,
     read_varlen_uint,
 )
@@ -317,3 +318,16 @@ def test_seen_gtids_matches_a_set(numbers: list[tuple[str, int]]) -> None:
     every = [Gtid(SERVER_UUID, tag, number) for tag in ("", "etl") for number in range(32)]
     assert {gtid for gtid in every if gtid in seen} == model
     assert seen.as_gtid_set() == GtidSet.of(model)
+
+
+def test_query_statement_bytes_are_taken_after_the_status_variables_and_the_schema() -> None:
+    status = b"\x00\x00\x00\x00\x00" + b"\x04\x08\x00\x08\x00\xff\x00" + b"\x15\x00"  # flags2, charset, key 0x15
+    post_header = struct.pack("<IIBHH", 17, 0, len(b"shop"), 0, len(status))
+    statement = "ALTER TABLE t ADD c VARCHAR(9) DEFAULT 'café'".encode("latin-1")
+    body = post_header + status + b"shop\x00" + statement
+    assert query_statement_bytes(body) == statement
+    assert query_statement_bytes(memoryview(body)) == statement
+    with pytest.raises(ValueError, match="shorter than its post-header"):
+        query_statement_bytes(body[:10])
+    with pytest.raises(ValueError, match="end past"):
+        query_statement_bytes(post_header + status[:3])
