@@ -53,6 +53,7 @@ from pymysqlreplication import binlogstream
 from pymysqlreplication.binlogstream import BinLogStreamReader
 from pymysqlreplication.event import (
     BinLogEvent,
+    ExecuteLoadQueryEvent,
     GtidEvent,
     HeartbeatLogEvent,
     NotImplementedEvent,
@@ -216,6 +217,7 @@ STREAM_EVENTS = (
     GtidEvent,
     TaggedGtidEvent,
     QueryEvent,
+    ExecuteLoadQueryEvent,  # a session's LOAD DATA logged as a statement: its file's rows are not readable
     XidEvent,
     XAPrepareEvent,
     WriteRowsEvent,

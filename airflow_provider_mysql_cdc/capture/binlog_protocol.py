@@ -163,19 +163,32 @@ def decode_gtid_event(event_type: int, body: bytes) -> GtidEventData:
 
 #: A ``Query_log_event``'s post-header length (binlog format 4).
 QUERY_POST_HEADER_LENGTH = 13
+#: ``Execute_load_query_log_event`` (18): a Query event whose post-header has 13 more bytes (file id,
+#: the file name's start and end in the statement, duplicate handling).
+EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH = 26
+#: ``Incident_log_event`` (26): the source may have lost changes it could not log.
+INCIDENT_EVENT = 0x1A
 
 
-def query_statement_bytes(body: bytes | memoryview) -> bytes:
+def query_statement_bytes(body: bytes | memoryview, post_header_length: int = QUERY_POST_HEADER_LENGTH) -> bytes:
     """The statement's bytes of a ``Query_log_event`` body (after the common header, without the
     checksum), as the session sent them."""
-    if len(body) < QUERY_POST_HEADER_LENGTH:
+    return query_event_parts(body, post_header_length)[1]
+
+
+def query_event_parts(
+    body: bytes | memoryview, post_header_length: int = QUERY_POST_HEADER_LENGTH
+) -> tuple[bytes, bytes]:
+    """(schema name, statement) bytes of a ``Query_log_event`` (or ``Execute_load_query``) body."""
+    if len(body) < post_header_length:
         raise ValueError(f"a Query event of {len(body)} bytes is shorter than its post-header")
     schema_length = body[8]
     (status_length,) = struct.unpack_from("<H", body, 11)
-    start = QUERY_POST_HEADER_LENGTH + status_length + schema_length + 1
+    schema_start = post_header_length + status_length
+    start = schema_start + schema_length + 1
     if start > len(body):
         raise ValueError(f"a Query event's status variables and schema end past its {len(body)} bytes")
-    return bytes(body[start:])
+    return bytes(body[schema_start : schema_start + schema_length]), bytes(body[start:])
 
 
 def encode_gtid_set(gtids: GtidSet) -> bytes:

@@ -28,7 +28,15 @@ from types import TracebackType
 from typing import Any, Literal
 
 import pymysql
-from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
+from pymysqlreplication.event import (
+    ExecuteLoadQueryEvent,
+    GtidEvent,
+    HeartbeatLogEvent,
+    QueryEvent,
+    RotateEvent,
+    XAPrepareEvent,
+    XidEvent,
+)
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from airflow_provider_mysql_cdc.capture.binlog_library import (
@@ -42,7 +50,10 @@ from airflow_provider_mysql_cdc.capture.binlog_library import (
 )
 from airflow_provider_mysql_cdc.capture.binlog_protocol import (
     ANONYMOUS_GTID_LOG_EVENT,
+    EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH,
+    INCIDENT_EVENT,
     decode_gtid_event,
+    query_event_parts,
     query_statement_bytes,
 )
 from airflow_provider_mysql_cdc.capture.transaction_payload import TRANSACTION_PAYLOAD_EVENT
@@ -344,6 +355,8 @@ class BinlogReader:
             yield from self._commit()
         elif isinstance(event, QueryEvent):
             yield from self._query(event)
+        elif isinstance(event, ExecuteLoadQueryEvent):
+            yield from self._load_data(event)
         elif isinstance(event, HeartbeatLogEvent):
             if self._open_gtid is None and self._caught_up(event):
                 yield Idle()
@@ -356,6 +369,13 @@ class BinlogReader:
             )
         elif event.event_type == TRANSACTION_PAYLOAD_EVENT:
             yield from self._payload(event)
+        elif event.event_type == INCIDENT_EVENT:
+            raise BinlogStreamError(
+                f"the source wrote an Incident event after transaction {self._last_gtid} (binlog "
+                f"{self._binlog_file}, end position {event.packet.log_pos}): it may have lost changes it could "
+                "not log (a replica stops there too), and which ones cannot be known. Look at the source's "
+                "error log, then re-snapshot the pipeline's tables"
+            )
         elif event.event_type == ANONYMOUS_GTID_LOG_EVENT:
             raise BinlogStreamError(
                 "anonymous (GTID-less) transaction found in a binlog written before gtid_mode=ON; "
@@ -424,6 +444,23 @@ class BinlogReader:
                 )
             if not self._in_begin:  # DDL commits itself
                 yield from self._commit()
+
+    def _load_data(self, event: Any) -> Iterator[BinlogItem]:
+        """A ``LOAD DATA`` a session logged as a statement (``Execute_load_query``): the file's rows are
+        not in the binlog as rows. Its text goes on as a statement (a data statement, which the schema
+        tracker answers with a rebuild of every followed table)."""
+        self._require_transaction(event)
+        if self._skipping:
+            return
+        body = memoryview(event.packet.packet.get_all_data())[20 : 20 + int(event.event_size)]
+        try:
+            schema, statement = query_event_parts(body, EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH)
+        except ValueError as exc:
+            raise BinlogStreamError(f"transaction {self._open_gtid}: a LOAD DATA event cannot be read: {exc}") from None
+        text = statement.decode("utf-8", errors="replace").strip()
+        if not text.upper().startswith("LOAD"):
+            raise BinlogStreamError(f"transaction {self._open_gtid}: a LOAD DATA event holds {text[:60]!r}")
+        yield QueryStatement(schema.decode("utf-8", errors="replace"), text)
 
     def _statement_text(self, event: Any) -> tuple[str, str | None]:
         """The statement as MySQL read it: its bytes decoded from the session's ``character_set_client``

@@ -11,12 +11,16 @@ compared with MySQL after the snapshot and after every window.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
 
 import pytest
 
+from airflow_provider_mysql_cdc.mysql.client import connection_to
 from tests.exactness.harness import ExactnessPipeline
-from tests.exactness.scenario import run_windows
+from tests.exactness.scenario import drive, run_windows
+from tests.mysql_servers import MySqlTestServer
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -90,3 +94,41 @@ def test_cascading_foreign_keys_triggers_and_keys_shifted_in_one_statement(pipel
             ],
         ],
     )
+
+
+@pytest.fixture
+def local_infile(mysql_server: MySqlTestServer) -> Iterator[None]:
+    """``local_infile`` ON for the test (off by default since MySQL 8.0): ``LOAD DATA LOCAL INFILE``."""
+    before = mysql_server.execute("SELECT @@GLOBAL.local_infile")[0][0]
+    mysql_server.execute("SET GLOBAL local_infile = ON")
+    try:
+        yield
+    finally:
+        mysql_server.execute(f"SET GLOBAL local_infile = {int(before)}")
+
+
+@pytest.mark.usefixtures("local_infile")
+@pytest.mark.parametrize("binlog_format", ["ROW", "STATEMENT"])
+def test_load_data(pipeline_for: NewPipeline, tmp_path: Path, binlog_format: str) -> None:
+    """``LOAD DATA LOCAL INFILE`` (with ``REPLACE`` and ``IGNORE``) is logged as row events under ROW; under
+    a session's STATEMENT format as ``Begin_load_query``/``Execute_load_query`` events carrying the file,
+    which cannot be applied from the binlog: every table is then re-built from the next snapshot."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.loaded (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))",
+        "INSERT INTO {db}.loaded VALUES (1, 'one', 1.00), (2, 'two', 2.00)",
+    )
+    database = pipeline.databases[0]
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    first.write_text("3,three,3.50\n4,four,4.25\n")
+    second.write_text("1,one again,10.00\n5,five,5.00\n")
+
+    def load(path: Path, mode: str) -> None:
+        admin = pipeline.server.admin
+        with connection_to(admin, local_infile=True) as connection, connection.cursor() as cursor:
+            cursor.execute(f"SET SESSION binlog_format = '{binlog_format}'")
+            cursor.execute(
+                f"LOAD DATA LOCAL INFILE '{path}' {mode} INTO TABLE `{database}`.loaded "
+                "FIELDS TERMINATED BY ',' (id, name, amount)"
+            )
+
+    drive(pipeline, [partial(load, first, ""), partial(load, second, "REPLACE"), partial(load, first, "IGNORE")])

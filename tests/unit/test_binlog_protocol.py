@@ -7,6 +7,7 @@ Fixtures marked "MySQL 9.7.4" are event bodies copied from a binlog written by t
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -16,16 +17,20 @@ from pymysqlreplication.gtid import GtidSet as LibraryGtidSet
 
 from airflow_provider_mysql_cdc.capture.binlog_library import DumpGtidSet, install_stream_hooks
 from airflow_provider_mysql_cdc.capture.binlog_protocol import (
+    EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH,
     GTID_LOG_EVENT,
     GTID_TAGGED_LOG_EVENT,
+    INCIDENT_EVENT,
     decode_gtid_event,
     encode_gtid_set,
     encode_varlen_uint,
+    query_event_parts,
     query_statement_bytes,
     read_varlen_int,
     read_varlen_uint,
 )
-from airflow_provider_mysql_cdc.capture.binlog_reader import _SeenGtids
+from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogReader, _SeenGtids
+from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
 from airflow_provider_mysql_cdc.errors import BinlogStreamError
 
@@ -331,3 +336,22 @@ def test_query_statement_bytes_are_taken_after_the_status_variables_and_the_sche
         query_statement_bytes(body[:10])
     with pytest.raises(ValueError, match="end past"):
         query_statement_bytes(post_header + status[:3])
+
+
+def test_a_load_data_events_schema_and_statement_follow_its_longer_post_header() -> None:
+    status = b"\x00\x00\x00\x00\x00"
+    post_header = struct.pack("<IIBHH", 17, 0, len(b"shop"), 0, len(status)) + struct.pack("<IIIB", 1, 21, 32, 2)
+    statement = b"LOAD DATA LOCAL INFILE '/tmp/f.csv' REPLACE INTO TABLE t"
+    body = post_header + status + b"shop\x00" + statement
+    assert query_event_parts(body, EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH) == (b"shop", statement)
+
+
+def test_an_incident_event_stops_the_stream_by_name() -> None:
+    """MySQL writes ``Incident_log_event`` when it may have lost changes it could not log; a replica
+    stops there. A release server cannot be made to write one: the event is built by hand."""
+    reader = BinlogReader(
+        MySqlConnectionConfig(host="127.0.0.1", port=1, user="cdc"), after=GtidSet.parse(""), replica_server_id=7
+    )
+    incident = SimpleNamespace(event_type=INCIDENT_EVENT, packet=SimpleNamespace(log_pos=4242))
+    with pytest.raises(BinlogStreamError, match=r"Incident event .* end position 4242\): it may have lost changes"):
+        list(reader._items_for(incident))
