@@ -112,9 +112,8 @@ class _Decoder:
         self._table = SINGLE_BYTE.get(charset)
         self._codec = UNICODE_CODECS.get(charset) or MULTI_BYTE_CODECS.get(charset)
         self._differences = _differences(charset)
-        ambiguous = _ambiguous(charset) if key else frozenset()
-        self._ambiguous = ambiguous
-        self._special = _any_of({*self._differences, *ambiguous})
+        self._ambiguous = _ambiguous(charset) if key else frozenset()
+        self._special = _special_pattern(charset, key)
         self._token = re.compile(token_pattern(charset))
 
     def decode(self, raw: bytes) -> str:
@@ -175,6 +174,12 @@ def _differences(charset: str) -> dict[bytes, int]:
 @cache
 def _ambiguous(charset: str) -> frozenset[bytes]:
     return frozenset(_expand(NOT_ROUND_TRIPPED.get(charset, ())))
+
+
+@cache
+def _special_pattern(charset: str, key: bool) -> re.Pattern[bytes] | None:
+    """A pattern finding, anywhere in a value, the sequences the decoder must look at one by one."""
+    return _any_of({*_differences(charset), *(_ambiguous(charset) if key else ())})
 
 
 def text_decoder(charset: str, where: str, *, key: bool = False) -> Callable[[bytes], str]:
