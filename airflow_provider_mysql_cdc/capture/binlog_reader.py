@@ -486,7 +486,10 @@ class BinlogReader:
             return library_text, f"its text cannot be read in the session's character set {client_charset}: {exc}"
         connection = getattr(event, "collation_connection", None)
         connection_charset = client_charset if connection is None else charset_of_collation_id(connection)
-        if connection_charset not in (client_charset, "utf8mb4") and not text.isascii():
+        keeps_text = connection_charset in (client_charset, "utf8mb4") or (
+            connection_charset == "utf8mb3" and all(ord(char) <= 0xFFFF for char in text)
+        )
+        if not keeps_text and not text.isascii():
             return text, (
                 f"its literals were converted from the session's character set {client_charset} to "
                 f"character_set_connection {connection_charset}"

@@ -37,6 +37,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     IndexDdl,
     OtherDdl,
     RenameTables,
+    RenameTableTo,
     TableRef,
     TruncateTable,
     UnparsedDdl,
@@ -180,10 +181,12 @@ def implicit_timestamp_attributes(statement: DdlStatement, sql: str) -> DdlState
     the table's first TIMESTAMP ``DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP``, the others
     ``DEFAULT '0000-00-00 00:00:00'``, unless a default is written), which depend on the table's other
     columns: the statement is not followed, its tables are re-read (:class:`UnparsedDdl`)."""
+    tables: tuple[TableRef, ...] = (statement.table,) if isinstance(statement, CreateTable | AlterTable) else ()
     if isinstance(statement, CreateTable):
         columns = statement.columns
     elif isinstance(statement, AlterTable):
         columns = tuple(action.column for action in statement.actions if isinstance(action, AddColumn | ChangeColumn))
+        tables += tuple(action.new for action in statement.actions if isinstance(action, RenameTableTo))
     else:
         return statement
     if not any(column.mysql_type == "timestamp" for column in columns):
@@ -192,7 +195,7 @@ def implicit_timestamp_attributes(statement: DdlStatement, sql: str) -> DdlState
         "a TIMESTAMP column defined with explicit_defaults_for_timestamp=OFF (implicit NOT NULL, DEFAULT "
         "and ON UPDATE clauses the statement does not show)"
     )
-    return UnparsedDdl(sql.strip(), reason, (statement.table,))
+    return UnparsedDdl(sql.strip(), reason, tables)
 
 
 class SchemaTracker:

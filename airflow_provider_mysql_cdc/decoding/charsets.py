@@ -160,9 +160,9 @@ class _Decoder:
             )
         return UnmappableTextError(
             f"{self._where}: a value holds the {self._charset} bytes 0x{seq.hex().upper()}, which MySQL "
-            "itself cannot convert to Unicode (a client reading it through utf8mb4 gets '?'); it cannot be "
-            "staged exactly. Correct the value in MySQL (or convert the column to utf8mb4), then snapshot "
-            "the table again"
+            "itself cannot convert to Unicode (a client reading it through utf8mb4 gets '?' in its place): "
+            "it cannot be staged exactly. Correct the value in MySQL (or convert the column to utf8mb4), "
+            "then snapshot the table again"
         )
 
 

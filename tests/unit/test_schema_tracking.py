@@ -191,8 +191,9 @@ def test_a_timestamp_column_defined_with_explicit_defaults_off_rebuilds_its_tabl
     assert unparsed.tables == (TableRef("db", "t"),) and "explicit_defaults_for_timestamp=OFF" in unparsed.reason
     created = parse_ddl("CREATE TABLE t2 (id INT PRIMARY KEY, ts TIMESTAMP(3) NULL)", "db")
     assert isinstance(implicit_timestamp_attributes(created, "CREATE ..."), UnparsedDdl)
-    modified = parse_ddl("ALTER TABLE t MODIFY ts TIMESTAMP", "db")
-    assert isinstance(implicit_timestamp_attributes(modified, "ALTER ..."), UnparsedDdl)
+    modified = parse_ddl("ALTER TABLE t MODIFY ts TIMESTAMP, RENAME TO t4", "db")
+    renamed = implicit_timestamp_attributes(modified, "ALTER ...")
+    assert isinstance(renamed, UnparsedDdl) and renamed.tables == (TableRef("db", "t"), TableRef("db", "t4"))
     for text in ("ALTER TABLE t ADD COLUMN d DATETIME", "CREATE TABLE t3 (id INT)", "DROP TABLE t", "TRUNCATE t"):
         statement = parse_ddl(text, "db")
         assert implicit_timestamp_attributes(statement, text) is statement
