@@ -226,5 +226,13 @@ def test_a_generated_invisible_primary_key(pipeline_for: NewPipeline) -> None:
         [
             ["UPDATE {db}.gipk SET w = 'c' WHERE my_row_id = 2", "INSERT INTO {db}.gipk VALUES (1, 'a')"],
             ["DELETE FROM {db}.gipk WHERE my_row_id = 1", "UPDATE {db}.gipk SET my_row_id = 10 WHERE my_row_id = 3"],
+            [  # a table created inside a window by a session with the setting: the binlog's CREATE has the key
+                "SET SESSION sql_generate_invisible_primary_key = ON",
+                "CREATE TABLE {db}.gipk2 (v INT)",
+                "INSERT INTO {db}.gipk2 VALUES (5), (5), (6)",
+                "DELETE FROM {db}.gipk2 WHERE my_row_id = 1",
+                "ALTER TABLE {db}.gipk2 ADD COLUMN w INT DEFAULT 7",
+            ],
+            ["UPDATE {db}.gipk2 SET v = 50 WHERE my_row_id = 2"],
         ],
     )
