@@ -132,3 +132,37 @@ def test_load_data(pipeline_for: NewPipeline, tmp_path: Path, binlog_format: str
             )
 
     drive(pipeline, [partial(load, first, ""), partial(load, second, "REPLACE"), partial(load, first, "IGNORE")])
+
+
+def test_partition_maintenance_that_moves_or_removes_rows(pipeline_for: NewPipeline) -> None:
+    """``EXCHANGE PARTITION`` swaps rows between two tables, ``TRUNCATE``/``DROP PARTITION`` remove them and
+    ``REORGANIZE``/``COALESCE`` move them between partitions, all without row events: the tables whose
+    rows changed are re-built; moves inside one table change nothing."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.parted (id INT PRIMARY KEY, v VARCHAR(10)) PARTITION BY RANGE (id) ("
+        "PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20), "
+        "PARTITION p2 VALUES LESS THAN (30), PARTITION p3 VALUES LESS THAN MAXVALUE)",
+        "CREATE TABLE {db}.swap (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE {db}.hashed (id INT PRIMARY KEY, v INT) PARTITION BY HASH (id) PARTITIONS 4",
+        "INSERT INTO {db}.parted VALUES (1, 'a'), (2, 'b'), (11, 'c'), (21, 'd'), (31, 'e'), (41, 'f')",
+        "INSERT INTO {db}.swap VALUES (5, 'x'), (6, 'y')",
+        "INSERT INTO {db}.hashed VALUES (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)",
+    )
+    run_windows(
+        pipeline,
+        [
+            [
+                "ALTER TABLE {db}.parted EXCHANGE PARTITION p0 WITH TABLE {db}.swap",
+                "INSERT INTO {db}.parted VALUES (12, 'g')",
+                "ALTER TABLE {db}.hashed COALESCE PARTITION 2",
+                "UPDATE {db}.hashed SET v = 30 WHERE id = 3",
+            ],
+            [
+                "ALTER TABLE {db}.parted TRUNCATE PARTITION p1",
+                "ALTER TABLE {db}.parted DROP PARTITION p2",
+                "ALTER TABLE {db}.parted REORGANIZE PARTITION p3 INTO "
+                "(PARTITION p3a VALUES LESS THAN (40), PARTITION p3b VALUES LESS THAN MAXVALUE)",
+                "INSERT INTO {db}.swap VALUES (7, 'z')",
+            ],
+        ],
+    )
