@@ -135,6 +135,25 @@ def test_planted_differences_are_found_and_named(
     assert check_report(report.as_xcom(), fail_on_difference=False)["tables"][0]["changed_rows"] == 1
 
 
+def test_changes_a_session_kept_out_of_the_binlog_are_found_by_the_verification(
+    spark: SparkSession, mysql_server: MySqlTestServer, applied: SnapshotPipeline
+) -> None:
+    """``SET SESSION sql_log_bin = 0`` (an account with SYSTEM_VARIABLES_ADMIN) writes without a binlog
+    trace: no binlog reader, a replica included, can see it. The verification compares the tables
+    themselves and names each such row."""
+    mysql_server.execute(
+        "SET SESSION sql_log_bin = 0",
+        f"UPDATE {DB}.orders SET total = 1.23 WHERE id = 43",
+        f"DELETE FROM {DB}.orders WHERE id = 44",
+    )
+    report = verify_targets(spark, mysql_server.cdc, _request())
+    (table,) = report.tables
+    found = {(d.key["id"], d.kind, d.columns) for d in table.differences}
+    assert found == {(43, "changed", ("total",)), (44, "extra", ())}
+    with pytest.raises(TargetDiffersError, match=r"id=43 changed \(total\)"):
+        check_report(report.as_xcom(), fail_on_difference=True)
+
+
 def test_a_sampled_verification_checks_only_its_sample(
     spark: SparkSession, mysql_server: MySqlTestServer, applied: SnapshotPipeline
 ) -> None:
