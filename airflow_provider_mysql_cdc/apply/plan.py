@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from airflow_provider_mysql_cdc.core.schema_events import SchemaEvent
+from airflow_provider_mysql_cdc.core.schema_events import REBUILD, SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest
 from airflow_provider_mysql_cdc.errors import (
     AppliedStateExpiredError,
@@ -255,6 +255,14 @@ def _require_not_waiting(table_name: str, pipeline: str, current: AppliedState, 
         )
 
 
+def _waits_without_target(
+    pipeline: str, current: AppliedState, files: Sequence[StagedFile], events: Sequence[SchemaEvent]
+) -> bool:
+    """Whether a window only leaves a table that has no target waiting for a rebuild (a table created
+    by a statement capture cannot follow): nothing is applied, the table's first snapshot creates it."""
+    return current == AppliedState(pipeline) and not files and bool(events) and all(e.kind == REBUILD for e in events)
+
+
 def plan_table(
     table_name: str,
     pipeline: str,
@@ -340,8 +348,11 @@ def plan_table(
             steps += load
         _require_not_waiting(table_name, pipeline, current, window_id)
         files, truncate_seq, events = _table_changes(manifest, table_name)
-        if not files and not events and (truncate_seq is None or current == AppliedState(pipeline)):
-            continue  # nothing for this table (a TRUNCATE of a table that never held rows is nothing)
+        # Nothing for this table (a TRUNCATE of a table that never held rows is nothing), or a rebuild of
+        # a table without target that its own run reported (the metadata store holds the request).
+        nothing = not files and not events and (truncate_seq is None or current == AppliedState(pipeline))
+        if nothing or (window_id < first and _waits_without_target(pipeline, current, files, events)):
+            continue
         if window_id < first:
             raise ApplyGapError(
                 f"{table_name}: window {window_id} holds changes the table does not have yet (it has windows up to "

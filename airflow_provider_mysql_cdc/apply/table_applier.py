@@ -66,7 +66,7 @@ from airflow_provider_mysql_cdc.apply.staged_rows import (
 )
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
 from airflow_provider_mysql_cdc.core.lineage import identifier_parts
-from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_STOP, TRUNCATED, SchemaEvent
+from airflow_provider_mysql_cdc.core.schema_events import REBUILD, RESET, SCHEMA_CHANGE_STOP, TRUNCATED, SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import (
     SchemaVersionInfo,
     SnapshotTableManifest,
@@ -165,6 +165,12 @@ class TableApplier:
         if window_id not in self._window_cache:
             self._window_cache[window_id] = self.staging.read_window_manifest(window_id)
         return self._window_cache[window_id]
+
+    def _waiting_in_window(self) -> str:
+        """Why the run's last window lists the table as waiting for a rebuild ("" when it does not)."""
+        windows = self.config.window_ids
+        manifest = self.read_window(windows[-1]) if windows else None
+        return "" if manifest is None else manifest.rebuilds_pending.get(self.table_name, "")
 
     def read_snapshot(self, snapshot_id: str, table_name: str) -> SnapshotTableManifest | None:
         if snapshot_id not in self._snapshot_cache:
@@ -669,9 +675,18 @@ class TableApplier:
         (or replace the table in one commit: a table reset by DROP/CREATE, a re-load of a snapshot)."""
         events = step.events if isinstance(step, ApplyWindow) else ()
         nothing_staged = isinstance(step, ApplyWindow) and not step.files and not self._exists(self.target)
-        if nothing_staged and (not events or any(event.kind == "reset" for event in events)):
+        if nothing_staged and (not events or any(event.kind == RESET for event in events)):
             log.info("%s: %s stages nothing for a table without target", self.table_name, step.describe())
             return  # created and gone again in the window, or renamed away: nothing to hold
+        if nothing_staged and all(event.kind == REBUILD for event in events):
+            # Created in the window by a statement the capture cannot follow: the metadata store holds its
+            # rebuild request, and its first snapshot creates the target.
+            assert isinstance(step, ApplyWindow)
+            log.info(
+                "%s: %s leaves the table without target waiting for its snapshot", self.table_name, step.describe()
+            )
+            self.report.rebuild = step.after.rebuild_pending
+            return
         source = self._source(step)
         changes = source.changes
         replaces_table = self._exists(self.target) and (
@@ -742,8 +757,9 @@ class TableApplier:
                 self._write_changelog(windows)
             final = self.read_state() if self._exists(self.target) else None
             self.report.state = asdict(final) if final else {}
-            # Whether this run or an earlier one left the table waiting: a retried task says so again.
-            self.report.rebuild = final.rebuild_pending if final else ""
+            # Whether this run or an earlier one left the table waiting: a retried task says so again. A
+            # table without target (the snapshot left it out) waits as the last window's manifest says.
+            self.report.rebuild = final.rebuild_pending if final else self.report.rebuild or self._waiting_in_window()
             if self.report.rebuild.startswith(f"{TableWithoutKeyError.__name__}: "):
                 raise TableWithoutKeyError(
                     f"{self.table_name} of pipeline {self.config.pipeline!r} stops at "

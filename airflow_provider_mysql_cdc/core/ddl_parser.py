@@ -309,6 +309,8 @@ class _Parser:
             if isinstance(option, SetTableDefaults):
                 charset = option.charset or charset
                 collation = option.collation or collation
+            if isinstance(option, UnknownAction) and not in_alter:
+                raise cursor.error(f"{option.text}: the table keeps no rows")
         return charset, collation
 
     # -- ALTER ----------------------------------------------------------------------------------------

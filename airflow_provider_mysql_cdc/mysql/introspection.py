@@ -144,6 +144,23 @@ def _visible_tables(connection: Connection[Any], source: MySqlConnectionConfig) 
     return [(str(db), str(table)) for db, table in rows]
 
 
+#: Storage engines that keep no rows: what is written to them reaches only the binlog.
+ROWLESS_ENGINES = ("BLACKHOLE",)
+
+
+def rowless_tables(connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]) -> dict[str, str]:
+    """``db.table`` -> engine, for each of ``tables`` stored in an engine of :data:`ROWLESS_ENGINES`."""
+    engines = ", ".join(f"'{engine}'" for engine in ROWLESS_ENGINES)
+    rows = query(
+        connection,
+        source,
+        "SELECT TABLE_SCHEMA, TABLE_NAME, ENGINE FROM information_schema.TABLES "
+        f"WHERE TABLE_TYPE = 'BASE TABLE' AND UPPER(ENGINE) IN ({engines})",
+    )
+    wanted = set(tables)
+    return {f"{db}.{table}": str(engine) for db, table, engine in rows if f"{db}.{table}" in wanted}
+
+
 def selected_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> list[str]:
     """``db.table`` of every base table the selection matches, sorted."""
     return sorted(f"{db}.{table}" for db, table in _visible_tables(connection, source) if selection.matches(db, table))

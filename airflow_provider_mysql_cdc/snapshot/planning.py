@@ -36,6 +36,7 @@ from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, q
 from airflow_provider_mysql_cdc.mysql.introspection import (
     read_server_facts,
     require_named_tables,
+    rowless_tables,
     selected_tables,
 )
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
@@ -402,10 +403,19 @@ def _new_snapshot(
 def _unreadable_tables(
     connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
 ) -> dict[str, str]:
-    """``db.table`` -> why, for each table whose columns cannot be staged (for example a character set
-    Python has no codec for). Those tables wait alone; the others are snapshotted."""
-    unreadable: dict[str, str] = {}
-    for table_name in tables:
+    """``db.table`` -> why, for each table whose columns cannot be staged (a column type or character set
+    the provider has no conversion for), or whose storage engine keeps no rows (``BLACKHOLE``: its
+    inserts reach only the binlog, so no target can equal it). Those tables wait alone; the others are
+    snapshotted."""
+    unreadable = {
+        table_name: (
+            f"ENGINE={engine} keeps no rows (its inserts reach only the binlog), so no target can equal "
+            f"it: leave it out of the pipeline (exclude_tables=[{table_name!r}]) or give it an engine that "
+            "keeps rows"
+        )
+        for table_name, engine in rowless_tables(connection, source, tables).items()
+    }
+    for table_name in [name for name in tables if name not in unreadable]:
         try:
             column_specs_from_information_schema(connection, source, *split_table_name(table_name))
         except (MySqlQueryError, ConfigurationError):

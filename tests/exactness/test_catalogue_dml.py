@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_mysql_cdc.mysql.client import connection_to
-from tests.exactness.harness import ExactnessPipeline
+from airflow_provider_mysql_cdc.staging import Staging
+from tests.exactness.harness import ExactnessPipeline, WindowRecord, WindowStopped
 from tests.exactness.scenario import drive, run_windows
 from tests.mysql_servers import MySqlTestServer
 
@@ -166,3 +167,57 @@ def test_partition_maintenance_that_moves_or_removes_rows(pipeline_for: NewPipel
             ],
         ],
     )
+
+
+def test_a_table_whose_engine_keeps_no_rows_waits_alone_with_the_reason(
+    pipeline_for: NewPipeline, mysql_server: MySqlTestServer
+) -> None:
+    """``ENGINE=BLACKHOLE`` logs its inserts as row events but keeps no row, so no target can equal it.
+    Such a table (there before the snapshot, created in a window, or altered to it) waits alone for a
+    rebuild, the reason naming the engine (the window's manifest lists it); its rows are not applied and
+    the other tables stay exact."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.outbox (id INT PRIMARY KEY, payload VARCHAR(20)) ENGINE=BLACKHOLE",
+        "CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE {db}.archive (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.outbox VALUES (1, 'event')",
+        "INSERT INTO {db}.orders VALUES (1, 1)",
+        "INSERT INTO {db}.archive VALUES (1, 1)",
+    )
+    database = pipeline.databases[0]
+    staging = Staging(str(pipeline.engine.staging), pipeline.name)
+
+    def waiting(record: WindowRecord) -> dict[str, str]:
+        manifest = staging.read_window_manifest(record.window_id)
+        assert manifest is not None
+        return dict(manifest.rebuilds_pending)
+
+    pipeline.snapshot()
+    first = pipeline.run_window()
+    assert "ENGINE=BLACKHOLE keeps no rows" in waiting(first).get(f"{database}.outbox", ""), waiting(first)
+    assert "ENGINE=BLACKHOLE keeps no rows" in pipeline.rebuilding.get(f"{database}.outbox", "")  # the apply report
+    pipeline.assert_exact([(database, "orders"), (database, "archive")])
+    mysql_server.execute(
+        f"INSERT INTO `{database}`.outbox VALUES (2, 'event 2')",
+        f"INSERT INTO `{database}`.orders VALUES (2, 2)",
+        f"CREATE TABLE `{database}`.log (id INT PRIMARY KEY) ENGINE=BLACKHOLE",
+        f"INSERT INTO `{database}`.log VALUES (1)",
+        f"ALTER TABLE `{database}`.archive ENGINE=BLACKHOLE",
+    )
+    second = pipeline.run_window()  # log and archive wait for a rebuild from their DDL on
+    assert {f"{database}.log", f"{database}.archive"} <= set(waiting(second)), waiting(second)
+    pipeline.assert_exact([(database, "orders")])
+    # The rebuild's snapshot leaves them out, the engine as the reason; archive's target, left from
+    # before its ALTER, stops its apply (RebuildPendingError) and the other tables go on.
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.run_window()
+    assert [(e.stage, e.error_class, e.table) for e in stopped.value.errors] == [
+        ("apply", "RebuildPendingError", f"{database}.archive")
+    ]
+    third = pipeline.windows[-1]
+    for table in ("outbox", "log", "archive"):
+        reason = waiting(third).get(f"{database}.{table}", "")  # the first reason met is kept
+        assert "ENGINE=BLACKHOLE" in reason, (table, waiting(third))
+    pipeline.assert_exact([(database, "orders")])
+    assert not (pipeline.warehouse / database / "outbox").exists()
+    assert not (pipeline.warehouse / database / "log").exists()

@@ -502,3 +502,22 @@ def test_a_table_waiting_for_its_rebuild_stops_until_a_snapshot_governs_it() -> 
     steps = plan(state, [3], [rebuilt], [snapshot(), snapshot("000002", handoff=3, chunks=3)])
     assert shape(steps) == [("load", "000002", 0, 3, True), ("window", 3, 1, None)]
     assert all(not step.after.rebuild_pending for step in steps)
+
+
+# -- plan_table: a table without target that waits for its first snapshot -------------------------
+
+
+def _rebuild(window_id: int) -> SchemaEvent:
+    return SchemaEvent("db", "t", cdc_seq(window_id, 0), f"{U}:{window_id}", "rebuild", reason="engine keeps no rows")
+
+
+def test_a_rebuild_of_a_table_without_target_is_reported_by_its_own_run_and_skipped_by_later_ones() -> None:
+    """A table created in a window by a statement capture cannot follow has no target and no rows: its
+    run gets a step that only names the rebuild; later runs pass over that window (no ApplyGapError)."""
+    waiting = dataclasses.replace(window(2, snapshots={}), schema_events=(_rebuild(2),))
+    (step,) = plan(None, [2], [window(1, snapshots={}), waiting])
+    assert shape([step]) == [("window", 2, 0, None)]
+    assert step.after.rebuild_pending.endswith("engine keeps no rows")
+    assert plan(None, [3], [window(1, snapshots={}), waiting, window(3, snapshots={})]) == []
+    with pytest.raises(ApplyGapError, match="window 2 holds changes"):  # a table with a target still needs it
+        plan(AppliedState(P, 1, upper(1), "000001", 5, 5), [3], [waiting, window(3, "t")], [snapshot()])
