@@ -178,26 +178,28 @@ def tables_module_text(answers: dict[str, dict[bytes, Character]], version: str)
             f"        {_string_literal(table[start : start + 16])}  # 0x{start:02X}" for start in range(0, 256, 16)
         ]
         lines.append("    ),")
-    lines += [
-        "}",
-        "",
+    lines.append("}")
+    lines += _runs_section(
+        "MULTI_BYTE_DIFFERENCES",
         "#: Multi-byte character sets: where MySQL's character differs from the Python codec's (or the codec",
         "#: has none), as runs (first sequence in hex, count, first code point); -1: MySQL has no character.",
-        "MULTI_BYTE_DIFFERENCES: dict[str, tuple[tuple[str, int, int], ...]] = {",
-    ]
-    for name, runs in differences.items():
-        lines += _runs_entry(name, runs)
-    lines += [
-        "}",
-        "",
+        differences,
+    )
+    lines += _runs_section(
+        "NOT_ROUND_TRIPPED",
         "#: Sequences whose character converts back to other bytes: another sequence has the same character",
         "#: (runs as above, the code point -1). A key holding one cannot be told apart in the target.",
-        "NOT_ROUND_TRIPPED: dict[str, tuple[tuple[str, int, int], ...]] = {",
-    ]
-    for name, runs in ambiguous.items():
-        lines += _runs_entry(name, runs)
-    lines += ["}", ""]
-    return "\n".join(lines)
+        ambiguous,
+    )
+    return "\n".join([*lines, ""])
+
+
+def _runs_section(name: str, first: str, second: str, entries: dict[str, list[tuple[str, int, int]]]) -> list[str]:
+    """The lines of one module-level dict of runs, after a blank line, with its two comment lines."""
+    lines = ["", first, second, f"{name}: dict[str, tuple[tuple[str, int, int], ...]] = {{"]
+    for charset, runs in entries.items():
+        lines += _runs_entry(charset, runs)
+    return [*lines, "}"]
 
 
 def _runs_entry(name: str, runs: list[tuple[str, int, int]]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,13 +40,27 @@ def pipeline_for(
     return make
 
 
+@contextlib.contextmanager
+def global_variable(server: MySqlTestServer, name: str, value: int) -> Iterator[None]:
+    """The server's numeric global variable ``name`` set to ``value`` inside the block, then restored."""
+    before = server.execute(f"SELECT @@GLOBAL.{name}")[0][0]
+    server.execute(f"SET GLOBAL {name} = {value}")
+    try:
+        yield
+    finally:
+        server.execute(f"SET GLOBAL {name} = {int(before)}")
+
+
 @pytest.fixture
 def large_packets(mysql_server: MySqlTestServer) -> Iterator[None]:
     """``max_allowed_packet`` at its maximum (1 GiB) for the test: a 64 MiB value does not fit the
     default 64 MiB (``REPEAT`` would return NULL), and neither do the rows holding it."""
-    before = mysql_server.execute("SELECT @@GLOBAL.max_allowed_packet")[0][0]
-    mysql_server.execute("SET GLOBAL max_allowed_packet = 1073741824")
-    try:
+    with global_variable(mysql_server, "max_allowed_packet", 1073741824):
         yield
-    finally:
-        mysql_server.execute(f"SET GLOBAL max_allowed_packet = {int(before)}")
+
+
+@pytest.fixture
+def local_infile(mysql_server: MySqlTestServer) -> Iterator[None]:
+    """``local_infile`` ON for the test (off by default since MySQL 8.0): ``LOAD DATA LOCAL INFILE``."""
+    with global_variable(mysql_server, "local_infile", 1):
+        yield

@@ -11,7 +11,7 @@ compared with MySQL after the snapshot and after every window.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -95,17 +95,6 @@ def test_cascading_foreign_keys_triggers_and_keys_shifted_in_one_statement(pipel
             ],
         ],
     )
-
-
-@pytest.fixture
-def local_infile(mysql_server: MySqlTestServer) -> Iterator[None]:
-    """``local_infile`` ON for the test (off by default since MySQL 8.0): ``LOAD DATA LOCAL INFILE``."""
-    before = mysql_server.execute("SELECT @@GLOBAL.local_infile")[0][0]
-    mysql_server.execute("SET GLOBAL local_infile = ON")
-    try:
-        yield
-    finally:
-        mysql_server.execute(f"SET GLOBAL local_infile = {int(before)}")
 
 
 @pytest.mark.usefixtures("local_infile")
