@@ -255,7 +255,7 @@ def _require_not_waiting(table_name: str, pipeline: str, current: AppliedState, 
         )
 
 
-def _waits_without_target(
+def waits_without_target(
     pipeline: str, current: AppliedState, files: Sequence[StagedFile], events: Sequence[SchemaEvent]
 ) -> bool:
     """Whether a window only leaves a table that has no target waiting for a rebuild (a table created
@@ -351,7 +351,7 @@ def plan_table(
         # Nothing for this table (a TRUNCATE of a table that never held rows is nothing), or a rebuild of
         # a table without target that its own run reported (the metadata store holds the request).
         nothing = not files and not events and (truncate_seq is None or current == AppliedState(pipeline))
-        if nothing or (window_id < first and _waits_without_target(pipeline, current, files, events)):
+        if nothing or (window_id < first and waits_without_target(pipeline, current, files, events)):
             continue
         if window_id < first:
             raise ApplyGapError(

@@ -47,6 +47,7 @@ from airflow_provider_mysql_cdc.apply.plan import (
     plan_schema_changes,
     plan_table,
     quote,
+    waits_without_target,
 )
 from airflow_provider_mysql_cdc.apply.schema_alignment import (
     ColumnAlteration,
@@ -66,7 +67,7 @@ from airflow_provider_mysql_cdc.apply.staged_rows import (
 )
 from airflow_provider_mysql_cdc.core.ddl import ddl_targets
 from airflow_provider_mysql_cdc.core.lineage import identifier_parts
-from airflow_provider_mysql_cdc.core.schema_events import REBUILD, RESET, SCHEMA_CHANGE_STOP, TRUNCATED, SchemaEvent
+from airflow_provider_mysql_cdc.core.schema_events import RESET, SCHEMA_CHANGE_STOP, TRUNCATED, SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import (
     SchemaVersionInfo,
     SnapshotTableManifest,
@@ -678,10 +679,13 @@ class TableApplier:
         if nothing_staged and (not events or any(event.kind == RESET for event in events)):
             log.info("%s: %s stages nothing for a table without target", self.table_name, step.describe())
             return  # created and gone again in the window, or renamed away: nothing to hold
-        if nothing_staged and all(event.kind == REBUILD for event in events):
+        if (
+            nothing_staged
+            and isinstance(step, ApplyWindow)
+            and waits_without_target(self.config.pipeline, step.before, step.files, events)
+        ):
             # Created in the window by a statement the capture cannot follow: the metadata store holds its
             # rebuild request, and its first snapshot creates the target.
-            assert isinstance(step, ApplyWindow)
             log.info(
                 "%s: %s leaves the table without target waiting for its snapshot", self.table_name, step.describe()
             )

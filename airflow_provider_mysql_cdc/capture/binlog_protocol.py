@@ -170,16 +170,11 @@ EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH = 26
 INCIDENT_EVENT = 0x1A
 
 
-def query_statement_bytes(body: bytes | memoryview, post_header_length: int = QUERY_POST_HEADER_LENGTH) -> bytes:
-    """The statement's bytes of a ``Query_log_event`` body (after the common header, without the
-    checksum), as the session sent them."""
-    return query_event_parts(body, post_header_length)[1]
-
-
 def query_event_parts(
     body: bytes | memoryview, post_header_length: int = QUERY_POST_HEADER_LENGTH
 ) -> tuple[bytes, bytes]:
-    """(schema name, statement) bytes of a ``Query_log_event`` (or ``Execute_load_query``) body."""
+    """(schema name, statement) bytes of a ``Query_log_event`` (or ``Execute_load_query``) body (after
+    the common header, without the checksum): the statement as the session sent it."""
     if len(body) < post_header_length:
         raise ValueError(f"a Query event of {len(body)} bytes is shorter than its post-header")
     schema_length = body[8]

@@ -54,7 +54,6 @@ from airflow_provider_mysql_cdc.capture.binlog_protocol import (
     INCIDENT_EVENT,
     decode_gtid_event,
     query_event_parts,
-    query_statement_bytes,
 )
 from airflow_provider_mysql_cdc.capture.transaction_payload import TRANSACTION_PAYLOAD_EVENT
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
@@ -452,9 +451,8 @@ class BinlogReader:
         self._require_transaction(event)
         if self._skipping:
             return
-        body = memoryview(event.packet.packet.get_all_data())[20 : 20 + int(event.event_size)]
         try:
-            schema, statement = query_event_parts(body, EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH)
+            schema, statement = query_event_parts(event_body(event), EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH)
         except ValueError as exc:
             raise BinlogStreamError(f"transaction {self._open_gtid}: a LOAD DATA event cannot be read: {exc}") from None
         text = statement.decode("utf-8", errors="replace").strip()
@@ -469,9 +467,8 @@ class BinlogReader:
         client = getattr(event, "character_set_client", None)
         if client is None:
             return library_text, None
-        body = memoryview(event.packet.packet.get_all_data())[20 : 20 + int(event.event_size)]
         try:
-            raw = query_statement_bytes(body)
+            _schema, raw = query_event_parts(event_body(event))
         except ValueError as exc:
             raise BinlogStreamError(f"transaction {self._open_gtid}: a Query event cannot be read: {exc}") from None
         if raw.decode("utf-8", errors="backslashreplace") != library_text:

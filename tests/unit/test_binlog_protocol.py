@@ -25,7 +25,6 @@ from airflow_provider_mysql_cdc.capture.binlog_protocol import (
     encode_gtid_set,
     encode_varlen_uint,
     query_event_parts,
-    query_statement_bytes,
     read_varlen_int,
     read_varlen_uint,
 )
@@ -330,12 +329,12 @@ def test_query_statement_bytes_are_taken_after_the_status_variables_and_the_sche
     post_header = struct.pack("<IIBHH", 17, 0, len(b"shop"), 0, len(status))
     statement = "ALTER TABLE t ADD c VARCHAR(9) DEFAULT 'café'".encode("latin-1")
     body = post_header + status + b"shop\x00" + statement
-    assert query_statement_bytes(body) == statement
-    assert query_statement_bytes(memoryview(body)) == statement
+    assert query_event_parts(body) == (b"shop", statement)
+    assert query_event_parts(memoryview(body)) == (b"shop", statement)
     with pytest.raises(ValueError, match="shorter than its post-header"):
-        query_statement_bytes(body[:10])
+        query_event_parts(body[:10])
     with pytest.raises(ValueError, match="end past"):
-        query_statement_bytes(post_header + status[:3])
+        query_event_parts(post_header + status[:3])
 
 
 def test_a_load_data_events_schema_and_statement_follow_its_longer_post_header() -> None:
