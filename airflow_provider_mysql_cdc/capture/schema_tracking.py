@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from airflow_provider_mysql_cdc.core.ddl_columns import rowless_engine_reason
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     AddColumn,
@@ -210,6 +211,7 @@ class SchemaTracker:
         *,
         record: bool,
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
+        rowless_engine: Callable[[TableRef], str | None] = lambda ref: None,
     ) -> None:
         self.store = store
         self.pipeline = pipeline
@@ -219,6 +221,10 @@ class SchemaTracker:
         self.record = record
         #: database -> (default character set, collation): what a CREATE TABLE without its own inherits.
         self.database_defaults = dict(database_defaults or {})
+        #: The engine keeping no rows a created table is stored in (None: one that keeps rows). A CREATE
+        #: TABLE without ENGINE= takes the session's default_storage_engine, which the binlog does not
+        #: carry, and CREATE ... LIKE its source's engine: the server is asked.
+        self.rowless_engine = rowless_engine
         self.tables: dict[TableRef, TrackedTable] = {}
         #: Tables whose default values are known (met in DDL or a snapshot, not first in a table map).
         self.defaults_known: set[TableRef] = set()
@@ -338,6 +344,11 @@ class SchemaTracker:
         if named is not None and not any(self._selected(ref) for ref in named):
             return StatementOutcome()  # about other tables only
         text = sql.strip()[:300]
+        if isinstance(statement, CreateTable) and self._selected(statement.table) and not statement.temporary:
+            engine = self.rowless_engine(statement.table)
+            if engine is not None:
+                reason = f"{rowless_engine_reason(str(statement.table), engine)} (created by: {text})"
+                return StatementOutcome((self.rebuild(statement.table, seq, gtid, reason),), (), True)
         if isinstance(statement, UnparsedDdl):
             touched = [ref for ref in (named or tuple(self.tables)) if self._selected(ref)]
             reason = f"statement not understood ({statement.reason}): {text}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -64,6 +65,7 @@ from airflow_provider_mysql_cdc.errors import (
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
+    rowless_tables,
     selected_tables,
 )
 from airflow_provider_mysql_cdc.mysql.server_state import ServerState
@@ -71,6 +73,9 @@ from airflow_provider_mysql_cdc.staging import WindowStagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
+
+#: The start of a rebuild reason for a table in an engine keeping no rows (``ddl_columns.rowless_engine_reason``).
+_ROWLESS_REASON = re.compile(r"ENGINE=(\w+) keeps no rows")
 
 PROGRESS_EVERY_SECONDS = 5.0
 #: The binlog heartbeat period: a ``data_interval`` window whose transactions have all arrived ends at
@@ -93,6 +98,7 @@ class WindowReader:
         writer: WindowStagingWriter,
         handoffs: HandoffRules,
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
+        rowless_engine: Callable[[TableRef], str | None] = lambda ref: None,
     ) -> None:
         self.request = request
         self.store = store
@@ -107,6 +113,7 @@ class WindowReader:
             request.tables,
             record=not window.is_published,
             database_defaults=database_defaults,
+            rowless_engine=rowless_engine,
         )
         self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
         self.position = 0
@@ -523,7 +530,8 @@ def read_window(
     """One pass over the binlog from the window's lower bound until the bound is reached (``server``: the
     server as the run found it)."""
     handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
-    state = WindowReader(request, store, window, bound, writer, handoffs, _database_defaults(source))
+    rowless_engine = _rowless_engine_lookup(source, store, request.pipeline, window)
+    state = WindowReader(request, store, window, bound, writer, handoffs, _database_defaults(source), rowless_engine)
     if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
         state.covered = _purged_but_in_snapshots(request, source, window, handoffs, server.gtid_purged)
     start = window.lower | state.covered
@@ -551,6 +559,35 @@ def _database_defaults(source: MySqlConnectionConfig) -> dict[str, tuple[str | N
             "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA",
         )
     return {str(name): (charset, collation) for name, charset, collation in rows}
+
+
+def _rowless_engine_lookup(
+    source: MySqlConnectionConfig, store: FrontierStore, pipeline: str, window: WindowRecord
+) -> Callable[[TableRef], str | None]:
+    """The engine keeping no rows (``BLACKHOLE``) a table created in the window is stored in, or None.
+
+    The binlog does not say: a CREATE TABLE without ``ENGINE=`` takes its session's
+    ``default_storage_engine``, and ``CREATE ... LIKE`` its source's engine. The server is asked once,
+    at the window's first CREATE TABLE of a selected table. A published window read again repeats what
+    its first read found (its recorded rebuild requests), so a table given another engine since (the
+    fix the reason suggests) reads the same."""
+    if window.is_published:
+        recorded = {
+            request.table_name: found.group(1)
+            for request in store.rebuild_requests(pipeline)
+            if request.window_id == window.window_id and (found := _ROWLESS_REASON.match(request.reason))
+        }
+        return lambda ref: recorded.get(str(ref))
+    engines: dict[str, str] | None = None
+
+    def lookup(ref: TableRef) -> str | None:
+        nonlocal engines
+        if engines is None:
+            with connection_to(source) as connection:
+                engines = rowless_tables(connection, source)
+        return engines.get(str(ref))
+
+    return lookup
 
 
 def _purged_but_in_snapshots(

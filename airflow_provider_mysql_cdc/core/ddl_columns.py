@@ -484,8 +484,17 @@ _TABLE_OPTION_WORDS = frozenset(
         *("SECONDARY_ENGINE", "TABLESPACE", "UNION", "DATA", "INDEX", "TYPE"),
     }
 )
-#: Storage engines that keep no rows: ALTER TABLE ... ENGINE=BLACKHOLE discards the table's data.
-_ROWLESS_ENGINES = frozenset({"BLACKHOLE"})
+#: Storage engines that keep no rows: what is written to them reaches only the binlog (ALTER TABLE ...
+#: ENGINE=BLACKHOLE discards the table's data).
+ROWLESS_ENGINES = ("BLACKHOLE",)
+
+
+def rowless_engine_reason(table_name: str, engine: str) -> str:
+    """Why a table stored in one of :data:`ROWLESS_ENGINES` cannot be replicated, and the fix."""
+    return (
+        f"ENGINE={engine} keeps no rows (its inserts reach only the binlog), so no target can equal it: "
+        f"leave it out of the pipeline (exclude_tables=[{table_name!r}]) or give it an engine that keeps rows"
+    )
 
 
 def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | UnknownAction | None:
@@ -520,7 +529,7 @@ def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | 
     if word == "TABLESPACE" and cursor.accept_word("STORAGE"):
         cursor.expect_word("DISK", "MEMORY")
     text = cursor.text(cursor.tokens[start : cursor.index])
-    if word in ("ENGINE", "TYPE") and value.value.upper() in _ROWLESS_ENGINES:
+    if word in ("ENGINE", "TYPE") and value.value.upper() in ROWLESS_ENGINES:
         return UnknownAction(text)
     return TableOption(text)
 

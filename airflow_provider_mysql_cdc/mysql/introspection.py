@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.ddl_columns import ROWLESS_ENGINES
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import (
     CHECKED_VARIABLES,
@@ -144,12 +145,11 @@ def _visible_tables(connection: Connection[Any], source: MySqlConnectionConfig) 
     return [(str(db), str(table)) for db, table in rows]
 
 
-#: Storage engines that keep no rows: what is written to them reaches only the binlog.
-ROWLESS_ENGINES = ("BLACKHOLE",)
-
-
-def rowless_tables(connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]) -> dict[str, str]:
-    """``db.table`` -> engine, for each of ``tables`` stored in an engine of :data:`ROWLESS_ENGINES`."""
+def rowless_tables(
+    connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str] | None = None
+) -> dict[str, str]:
+    """``db.table`` -> engine, for each of ``tables`` (None: every base table) stored in an engine of
+    :data:`~airflow_provider_mysql_cdc.core.ddl_columns.ROWLESS_ENGINES`."""
     engines = ", ".join(f"'{engine}'" for engine in ROWLESS_ENGINES)
     rows = query(
         connection,
@@ -157,8 +157,8 @@ def rowless_tables(connection: Connection[Any], source: MySqlConnectionConfig, t
         "SELECT TABLE_SCHEMA, TABLE_NAME, ENGINE FROM information_schema.TABLES "
         f"WHERE TABLE_TYPE = 'BASE TABLE' AND UPPER(ENGINE) IN ({engines})",
     )
-    wanted = set(tables)
-    return {f"{db}.{table}": str(engine) for db, table, engine in rows if f"{db}.{table}" in wanted}
+    found = {f"{db}.{table}": str(engine) for db, table, engine in rows}
+    return found if tables is None else {name: found[name] for name in tables if name in found}
 
 
 def selected_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> list[str]:

@@ -21,6 +21,7 @@ from airflow_provider_mysql_cdc.core.chunks import (
     quote_identifier,
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.ddl_columns import rowless_engine_reason
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD
 from airflow_provider_mysql_cdc.core.staging import cdc_seq
@@ -408,11 +409,7 @@ def _unreadable_tables(
     inserts reach only the binlog, so no target can equal it). Those tables wait alone; the others are
     snapshotted."""
     unreadable = {
-        table_name: (
-            f"ENGINE={engine} keeps no rows (its inserts reach only the binlog), so no target can equal "
-            f"it: leave it out of the pipeline (exclude_tables=[{table_name!r}]) or give it an engine that "
-            "keeps rows"
-        )
+        table_name: rowless_engine_reason(table_name, engine)
         for table_name, engine in rowless_tables(connection, source, tables).items()
     }
     for table_name in [name for name in tables if name not in unreadable]:
@@ -421,7 +418,10 @@ def _unreadable_tables(
         except (MySqlQueryError, ConfigurationError):
             raise
         except TerminalCdcError as exc:
-            unreadable[table_name] = f"{type(exc).__name__}: {exc}"
+            unreadable[table_name] = (
+                f"{type(exc).__name__}: {exc}. Fix the table (for a character set: convert the column, for "
+                "example to utf8mb4)"
+            )
     return unreadable
 
 
@@ -433,12 +433,11 @@ def _leave_waiting(request: SnapshotRequest, store: FrontierStore, unreadable: M
         retry = (
             "the next run's snapshot takes it"
             if request.schema_change_policy == SCHEMA_CHANGE_REBUILD
-            else f"then snapshot it again with resnapshot=[{table_name!r}]"
+            else f"snapshot it again with resnapshot=[{table_name!r}]"
         )
         reason = (
             f"the snapshot of run {request.run_id!r} cannot read it ({why}). Its changes are not replicated "
-            f"and the other tables go on. Fix the table (for a character set: convert the column, for "
-            f"example to utf8mb4); {retry}"
+            f"and the other tables go on. Once it can be read, {retry}"
         )
         log.warning("pipeline %s: %s is left out of the snapshot: %s", request.pipeline, table_name, reason)
         # Just before the hand-off window's first change: a later snapshot's tracked schema settles it.

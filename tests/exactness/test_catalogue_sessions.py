@@ -16,6 +16,7 @@ from functools import partial
 
 import pytest
 
+from airflow_provider_mysql_cdc.staging import Staging
 from tests.exactness.harness import ExactnessPipeline
 from tests.exactness.scenario import binlog_event_types, binlog_events, binlog_position, drive, fill, run_windows
 
@@ -442,3 +443,70 @@ def test_ddl_literals_converted_to_another_connection_character_set(pipeline_for
         [["ALTER TABLE {db}.lit ADD COLUMN note VARCHAR(20) DEFAULT '日本 ok'"]],
         session=("SET character_set_connection = latin1",),
     )
+
+
+# -- default_storage_engine ---------------------------------------------------------------------------
+
+
+def test_session_default_storage_engine_that_keeps_no_rows(pipeline_for: NewPipeline) -> None:
+    """A CREATE TABLE without ``ENGINE=`` takes its session's ``default_storage_engine``, which the binlog
+    does not carry, and ``CREATE ... LIKE`` its source's engine. A table created that way in
+    ``BLACKHOLE`` logs its inserts as rows but keeps none: it waits alone, the reason naming the engine,
+    while tables created in an engine that keeps rows (``MyISAM``, a ``LIKE`` of an InnoDB table) are
+    followed. Re-read after the fix the reason suggests (another engine), the published window reads the
+    same; the next snapshot then takes the table."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE {db}.outbox (id INT PRIMARY KEY, v INT) ENGINE=BLACKHOLE",
+        "INSERT INTO {db}.orders VALUES (1, 1)",
+    )
+    database = pipeline.databases[0]
+    staging = Staging(str(pipeline.engine.staging), pipeline.name)
+    pipeline.snapshot()
+    pipeline.run_window()
+    blackhole = ("SET SESSION default_storage_engine = BLACKHOLE",)
+    pipeline.sql(
+        f"CREATE TABLE {database}.made (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {database}.made VALUES (1, 1)",
+        f"CREATE TABLE {database}.copied LIKE {database}.orders",  # LIKE takes the source's engine
+        f"INSERT INTO {database}.copied VALUES (1, 1)",
+        session=blackhole,
+    )
+    pipeline.sql(
+        f"CREATE TABLE {database}.cloned LIKE {database}.outbox",
+        f"INSERT INTO {database}.cloned VALUES (1, 1)",
+        f"INSERT INTO {database}.orders VALUES (2, 2)",
+    )
+    pipeline.sql(
+        f"CREATE TABLE {database}.kept (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {database}.kept VALUES (1, 1), (2, 2)",
+        session=("SET SESSION default_storage_engine = MyISAM",),
+    )
+    engines = dict(
+        pipeline.sql(f"SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{database}'")
+    )
+    assert engines == {
+        "orders": "InnoDB", "outbox": "BLACKHOLE", "made": "BLACKHOLE", "copied": "InnoDB",
+        "cloned": "BLACKHOLE", "kept": "MyISAM",
+    }, engines  # fmt: skip
+    second = pipeline.run_window()
+    manifest = staging.read_window_manifest(second.window_id)
+    assert manifest is not None
+    waiting = dict(manifest.rebuilds_pending)
+    assert set(waiting) == {f"{database}.{t}" for t in ("outbox", "made", "cloned")}, waiting
+    for table in ("made", "cloned"):
+        assert "ENGINE=BLACKHOLE keeps no rows" in waiting[f"{database}.{table}"], waiting
+        assert not (pipeline.warehouse / database / table).exists()
+    pipeline.assert_exact([(database, t) for t in ("orders", "copied", "kept")])
+
+    # The fix: another engine. The published window, read again, is what it was.
+    pipeline.sql(f"ALTER TABLE `{database}`.made ENGINE=InnoDB", f"INSERT INTO `{database}`.made VALUES (2, 2)")
+    again = pipeline.engine.capture(f"{pipeline.name}-run-2")
+    assert again.window_id == second.window_id
+    reread = staging.read_window_manifest(second.window_id)
+    assert reread is not None and reread.to_json() == manifest.to_json()
+    third = pipeline.run_window()  # its snapshot takes made (InnoDB now: the row inserted since)
+    assert f"{database}.made" not in pipeline.rebuilding, pipeline.rebuilding
+    assert f"{database}.cloned" in pipeline.rebuilding, pipeline.rebuilding
+    assert third.window_id == second.window_id + 1
+    pipeline.assert_exact([(database, t) for t in ("orders", "copied", "kept", "made")])

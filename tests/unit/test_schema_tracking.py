@@ -211,3 +211,24 @@ def test_the_tracker_rebuilds_only_under_explicit_defaults_off(store: FrontierSt
     )
     assert [event.kind for event in off.events] == ["rebuild"]
     assert "explicit_defaults_for_timestamp=OFF" in (off.events[0].reason or "")
+
+
+def test_a_table_created_in_an_engine_that_keeps_no_rows_waits_for_a_rebuild(store: FrontierStore) -> None:
+    """The binlog does not say which engine a CREATE without ``ENGINE=`` (or a ``LIKE``) made: the
+    tracker asks, for selected tables only, and a temporary table is never asked about."""
+    asked: list[TableRef] = []
+
+    def rowless_engine(ref: TableRef) -> str | None:
+        asked.append(ref)
+        return "BLACKHOLE" if ref.table.startswith("bh") else None
+
+    selection = TableSelection.of(["db.*"])
+    run = Statements(SchemaTracker(store, "p", 1, selection, record=True, rowless_engine=rowless_engine))
+    assert [event.kind for event in run(CREATE).events] == ["reset"]
+    (event,) = run("CREATE TABLE bh LIKE t").events
+    assert event.kind == "rebuild" and "ENGINE=BLACKHOLE keeps no rows" in event.reason
+    assert "exclude_tables=['db.bh']" in event.reason and "(created by: CREATE TABLE bh LIKE t)" in event.reason
+    assert run.tracker.rebuilds_pending().keys() == {"db.bh"}
+    assert not run("CREATE TEMPORARY TABLE bh_tmp (id INT)").events
+    assert not run("CREATE TABLE other.bh2 (id INT PRIMARY KEY)").relevant
+    assert asked == [TableRef("db", "t"), TableRef("db", "bh")]
