@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_provider_mysql_cdc.core.ddl_columns import rowless_engine_reason
+from airflow_provider_mysql_cdc.core.ddl import with_lower_case_names
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     AddColumn,
@@ -39,6 +39,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     OtherDdl,
     RenameTables,
     RenameTableTo,
+    TableOption,
     TableRef,
     TruncateTable,
     UnparsedDdl,
@@ -69,6 +70,7 @@ from airflow_provider_mysql_cdc.core.schema_events import (
     SchemaEvent,
     encode_value,
 )
+from airflow_provider_mysql_cdc.core.storage_engines import unknown_engine_reason
 from airflow_provider_mysql_cdc.core.table_schema import TrackedColumn, TrackedTable, apply_statement
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_type
 from airflow_provider_mysql_cdc.core.windows import TableSelection
@@ -211,7 +213,8 @@ class SchemaTracker:
         *,
         record: bool,
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
-        rowless_engine: Callable[[TableRef], str | None] = lambda ref: None,
+        created_engine_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
+        lower_case_names: bool = False,
     ) -> None:
         self.store = store
         self.pipeline = pipeline
@@ -221,10 +224,16 @@ class SchemaTracker:
         self.record = record
         #: database -> (default character set, collation): what a CREATE TABLE without its own inherits.
         self.database_defaults = dict(database_defaults or {})
-        #: The engine keeping no rows a created table is stored in (None: one that keeps rows). A CREATE
-        #: TABLE without ENGINE= takes the session's default_storage_engine, which the binlog does not
-        #: carry, and CREATE ... LIKE its source's engine: the server is asked.
-        self.rowless_engine = rowless_engine
+        #: Why a table a CREATE TABLE naming no engine made (the table, the statement's seq) cannot be
+        #: followed, or None (``core.storage_engines.created_engine_problem``): the session's
+        #: default_storage_engine or a LIKE source's engine chose it, which the binlog does not carry.
+        self.created_engine_problem = created_engine_problem
+        #: The server runs with ``lower_case_table_names=1``: it stores and compares database and table
+        #: names in lower case, while a statement's text keeps the case it was written in.
+        self.lower_case_names = lower_case_names
+        #: Tables made in this window by a CREATE TABLE naming no engine: an ALTER ... ENGINE= of one later
+        #: in the window leaves the engine its earlier rows were written in unknown.
+        self._engine_asked: set[TableRef] = set()
         self.tables: dict[TableRef, TrackedTable] = {}
         #: Tables whose default values are known (met in DDL or a snapshot, not first in a table map).
         self.defaults_known: set[TableRef] = set()
@@ -331,11 +340,7 @@ class SchemaTracker:
         """Apply one statement of the binlog; its events for the selected tables, in statement order
         (``explicit_timestamp_defaults``: the statement's session ``explicit_defaults_for_timestamp``;
         ``text_problem``: why ``sql`` may not be the text MySQL read, which re-reads every table)."""
-        statement = parse_ddl(sql, database, sql_mode=sql_mode)
-        if explicit_timestamp_defaults is False:
-            statement = implicit_timestamp_attributes(statement, sql)
-        if text_problem is not None and not isinstance(statement, OtherDdl):
-            statement = UnparsedDdl(sql.strip(), text_problem, None)
+        statement = self._parse(sql, database, sql_mode, explicit_timestamp_defaults, text_problem)
         if isinstance(statement, DatabaseDdl) and statement.kind != "drop" and statement.charset:
             self.database_defaults[statement.database] = (statement.charset, statement.collation)
         if isinstance(statement, OtherDdl):
@@ -344,11 +349,10 @@ class SchemaTracker:
         if named is not None and not any(self._selected(ref) for ref in named):
             return StatementOutcome()  # about other tables only
         text = sql.strip()[:300]
-        if isinstance(statement, CreateTable) and self._selected(statement.table) and not statement.temporary:
-            engine = self.rowless_engine(statement.table)
-            if engine is not None:
-                reason = f"{rowless_engine_reason(str(statement.table), engine)} (created by: {text})"
-                return StatementOutcome((self.rebuild(statement.table, seq, gtid, reason),), (), True)
+        engine_problem = self._engine_problem(statement, seq)
+        if engine_problem is not None:
+            ref, problem = engine_problem
+            return StatementOutcome((self.rebuild(ref, seq, gtid, f"{problem} (by: {text})"),), (), True)
         if isinstance(statement, UnparsedDdl):
             touched = [ref for ref in (named or tuple(self.tables)) if self._selected(ref)]
             reason = f"statement not understood ({statement.reason}): {text}"
@@ -392,6 +396,41 @@ class SchemaTracker:
         for ref in [r for r in self.tables if not self._selected(r)]:
             del self.tables[ref]  # renamed or created out of the selection: not followed
         return StatementOutcome(tuple(events), tuple(truncated), True)
+
+    def _parse(
+        self,
+        sql: str,
+        database: str,
+        sql_mode: int | None,
+        explicit_timestamp_defaults: bool | None,
+        text_problem: str | None,
+    ) -> DdlStatement:
+        """The statement as its session's settings made MySQL read it (see :meth:`on_statement`)."""
+        statement = parse_ddl(sql, database, sql_mode=sql_mode)
+        if self.lower_case_names:
+            statement = with_lower_case_names(statement)
+        if explicit_timestamp_defaults is False:
+            statement = implicit_timestamp_attributes(statement, sql)
+        if text_problem is not None and not isinstance(statement, OtherDdl):
+            statement = UnparsedDdl(sql.strip(), text_problem, None)
+        return statement
+
+    def _engine_problem(self, statement: DdlStatement, seq: int) -> tuple[TableRef, str] | None:
+        """The table a CREATE TABLE naming no engine makes, or an ALTER ... ENGINE= of such a table later
+        in the window, and why it cannot be followed (None: it can, or the statement is neither)."""
+        if isinstance(statement, CreateTable) and statement.engine is None and not statement.temporary:
+            if not self._selected(statement.table):
+                return None
+            self._engine_asked.add(statement.table)
+            problem = self.created_engine_problem(statement.table, seq)
+            return None if problem is None else (statement.table, problem)
+        if (
+            isinstance(statement, AlterTable)
+            and statement.table in self._engine_asked
+            and any(isinstance(action, TableOption) and action.engine for action in statement.actions)
+        ):
+            return statement.table, unknown_engine_reason("an ALTER TABLE ... ENGINE= later in the window changed it")
+        return None
 
     def _named_tables(self, statement: DdlStatement) -> tuple[TableRef, ...] | None:
         """The tables a statement names (None: every table of a database, or unknown)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -46,6 +45,7 @@ from airflow_provider_mysql_cdc.core.staging import (
     TruncateMarker,
     cdc_seq,
 )
+from airflow_provider_mysql_cdc.core.storage_engines import CREATED_ENGINE_REASONS, created_engine_problem
 from airflow_provider_mysql_cdc.core.types import (
     ColumnSpec,
     arrow_schema,
@@ -65,17 +65,14 @@ from airflow_provider_mysql_cdc.errors import (
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
-    rowless_tables,
     selected_tables,
+    table_engine,
 )
 from airflow_provider_mysql_cdc.mysql.server_state import ServerState
 from airflow_provider_mysql_cdc.staging import WindowStagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
 
 log = logging.getLogger(__name__)
-
-#: The start of a rebuild reason for a table in an engine keeping no rows (``ddl_columns.rowless_engine_reason``).
-_ROWLESS_REASON = re.compile(r"ENGINE=(\w+) keeps no rows")
 
 PROGRESS_EVERY_SECONDS = 5.0
 #: The binlog heartbeat period: a ``data_interval`` window whose transactions have all arrived ends at
@@ -98,7 +95,9 @@ class WindowReader:
         writer: WindowStagingWriter,
         handoffs: HandoffRules,
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
-        rowless_engine: Callable[[TableRef], str | None] = lambda ref: None,
+        created_engine_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
+        *,
+        lower_case_names: bool = False,
     ) -> None:
         self.request = request
         self.store = store
@@ -113,7 +112,8 @@ class WindowReader:
             request.tables,
             record=not window.is_published,
             database_defaults=database_defaults,
-            rowless_engine=rowless_engine,
+            created_engine_problem=created_engine_problem,
+            lower_case_names=lower_case_names,
         )
         self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
         self.position = 0
@@ -530,8 +530,19 @@ def read_window(
     """One pass over the binlog from the window's lower bound until the bound is reached (``server``: the
     server as the run found it)."""
     handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
-    rowless_engine = _rowless_engine_lookup(source, store, request.pipeline, window)
-    state = WindowReader(request, store, window, bound, writer, handoffs, _database_defaults(source), rowless_engine)
+    engine_problem = _created_engine_problems(source, store, request.pipeline, window, bound, server)
+    lower_case_names = server.facts.variables.get("lower_case_table_names") == "1"
+    state = WindowReader(
+        request,
+        store,
+        window,
+        bound,
+        writer,
+        handoffs,
+        _database_defaults(source),
+        engine_problem,
+        lower_case_names=lower_case_names,
+    )
     if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
         state.covered = _purged_but_in_snapshots(request, source, window, handoffs, server.gtid_purged)
     start = window.lower | state.covered
@@ -561,33 +572,36 @@ def _database_defaults(source: MySqlConnectionConfig) -> dict[str, tuple[str | N
     return {str(name): (charset, collation) for name, charset, collation in rows}
 
 
-def _rowless_engine_lookup(
-    source: MySqlConnectionConfig, store: FrontierStore, pipeline: str, window: WindowRecord
-) -> Callable[[TableRef], str | None]:
-    """The engine keeping no rows (``BLACKHOLE``) a table created in the window is stored in, or None.
-
-    The binlog does not say: a CREATE TABLE without ``ENGINE=`` takes its session's
-    ``default_storage_engine``, and ``CREATE ... LIKE`` its source's engine. The server is asked once,
-    at the window's first CREATE TABLE of a selected table. A published window read again repeats what
-    its first read found (its recorded rebuild requests), so a table given another engine since (the
-    fix the reason suggests) reads the same."""
+def _created_engine_problems(
+    source: MySqlConnectionConfig,
+    store: FrontierStore,
+    pipeline: str,
+    window: WindowRecord,
+    bound: WindowBound,
+    server: ServerState,
+) -> Callable[[TableRef, int], str | None]:
+    """Why a table a CREATE TABLE naming no engine made cannot be followed, or None
+    (:func:`~airflow_provider_mysql_cdc.core.storage_engines.created_engine_problem`, from the table as
+    the server has it now). A published window read again repeats what its first read found (its
+    recorded rebuild requests), so a table given another engine since (the fix the reason suggests)
+    reads the same."""
     if window.is_published:
         recorded = {
-            request.table_name: found.group(1)
+            (request.table_name, request.seq): request.reason.rsplit(" (by: ", 1)[0]
             for request in store.rebuild_requests(pipeline)
-            if request.window_id == window.window_id and (found := _ROWLESS_REASON.match(request.reason))
+            if request.window_id == window.window_id and request.reason.startswith(CREATED_ENGINE_REASONS)
         }
-        return lambda ref: recorded.get(str(ref))
-    engines: dict[str, str] | None = None
+        return lambda ref, seq: recorded.get((str(ref), seq))
+    # A catch_up window holds what was committed when the server was read; a data_interval one stops there
+    # too, or at its interval's end before it.
+    window_end_us = min(server.now_us, bound.before_us or server.now_us)
 
-    def lookup(ref: TableRef) -> str | None:
-        nonlocal engines
-        if engines is None:
-            with connection_to(source) as connection:
-                engines = rowless_tables(connection, source)
-        return engines.get(str(ref))
+    def problem(ref: TableRef, seq: int) -> str | None:
+        with connection_to(source) as connection:
+            now = table_engine(connection, source, ref.database, ref.table)
+        return created_engine_problem(str(ref), now, window_end_us)
 
-    return lookup
+    return problem
 
 
 def _purged_but_in_snapshots(

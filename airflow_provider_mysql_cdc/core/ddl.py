@@ -23,7 +23,9 @@ in :mod:`~airflow_provider_mysql_cdc.core.schema_effects`; how each literal is c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_provider_mysql_cdc.core.ddl_parser import SqlMode, parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import (
@@ -42,7 +44,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     UnparsedDdl,
 )
 
-__all__ = ["DdlTarget", "SqlMode", "ddl_targets", "parse_ddl", "statement_tables"]
+__all__ = ["DdlTarget", "SqlMode", "ddl_targets", "parse_ddl", "statement_tables", "with_lower_case_names"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +89,24 @@ def ddl_targets(
         return (DdlTarget(parsed.database),)
     tables = statement_tables(parsed)
     return None if tables is None else tuple(DdlTarget(ref.database, ref.table) for ref in tables)
+
+
+def with_lower_case_names(statement: DdlStatement) -> DdlStatement:
+    """``statement`` as a server with ``lower_case_table_names=1`` reads it: every database and table name
+    in lower case, how that server stores them and how its table maps carry them (a statement's text
+    keeps the case it was written in). Column names are left as written."""
+    lowered: DdlStatement = _lower_case_names(statement)
+    return lowered
+
+
+def _lower_case_names(value: Any) -> Any:
+    if isinstance(value, TableRef):
+        return TableRef(value.database.lower(), value.table.lower())
+    if isinstance(value, DatabaseDdl):
+        return dataclasses.replace(value, database=value.database.lower())
+    if isinstance(value, tuple):
+        return tuple(_lower_case_names(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {field.name: _lower_case_names(getattr(value, field.name)) for field in dataclasses.fields(value)}
+        return dataclasses.replace(value, **fields)
+    return value

@@ -36,6 +36,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     UnknownAction,
 )
 from airflow_provider_mysql_cdc.core.ddl_tokens import BIT, HEX, NAME, NUMBER, STRING, WORD, TokenCursor
+from airflow_provider_mysql_cdc.core.storage_engines import ROWLESS_ENGINES
 from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
 _INTEGER_ALIASES = {
@@ -484,17 +485,6 @@ _TABLE_OPTION_WORDS = frozenset(
         *("SECONDARY_ENGINE", "TABLESPACE", "UNION", "DATA", "INDEX", "TYPE"),
     }
 )
-#: Storage engines that keep no rows: what is written to them reaches only the binlog (ALTER TABLE ...
-#: ENGINE=BLACKHOLE discards the table's data).
-ROWLESS_ENGINES = ("BLACKHOLE",)
-
-
-def rowless_engine_reason(table_name: str, engine: str) -> str:
-    """Why a table stored in one of :data:`ROWLESS_ENGINES` cannot be replicated, and the fix."""
-    return (
-        f"ENGINE={engine} keeps no rows (its inserts reach only the binlog), so no target can equal it: "
-        f"leave it out of the pipeline (exclude_tables=[{table_name!r}]) or give it an engine that keeps rows"
-    )
 
 
 def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | UnknownAction | None:
@@ -529,9 +519,10 @@ def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | 
     if word == "TABLESPACE" and cursor.accept_word("STORAGE"):
         cursor.expect_word("DISK", "MEMORY")
     text = cursor.text(cursor.tokens[start : cursor.index])
-    if word in ("ENGINE", "TYPE") and value.value.upper() in ROWLESS_ENGINES:
-        return UnknownAction(text)
-    return TableOption(text)
+    if word not in ("ENGINE", "TYPE"):
+        return TableOption(text)
+    engine = value.value.upper()
+    return UnknownAction(text) if engine in ROWLESS_ENGINES else TableOption(text, engine)
 
 
 def parse_database_options(cursor: TokenCursor) -> tuple[str | None, str | None]:

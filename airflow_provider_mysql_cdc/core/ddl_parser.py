@@ -235,7 +235,7 @@ class _Parser:
                     break
             cursor.expect_punct(")")
         start_transaction = cursor.accept_words("START", "TRANSACTION")
-        charset, collation = self.table_options(in_alter=False)
+        charset, collation, engine = self.table_options()
         if cursor.at_word("PARTITION"):
             cursor.until(lambda c: c.at_word("IGNORE", "REPLACE", "AS", "SELECT", "WITH", "TABLE", "VALUES"))
         as_select = not cursor.at_end()
@@ -257,6 +257,7 @@ class _Parser:
                 default_charset=charset,
                 default_collation=collation,
                 start_transaction=start_transaction,
+                engine=engine,
             )
         )
 
@@ -297,10 +298,10 @@ class _Parser:
         cursor.until(lambda c: c.at_punct(","))  # index options
         return tuple(names)
 
-    def table_options(self, *, in_alter: bool) -> tuple[str | None, str | None]:
-        """CREATE TABLE options; returns (DEFAULT CHARSET, COLLATE) as written."""
+    def table_options(self) -> tuple[str | None, str | None, str | None]:
+        """CREATE TABLE options; returns (DEFAULT CHARSET, COLLATE, ENGINE) as written."""
         cursor = self.cursor
-        charset = collation = None
+        charset = collation = engine = None
         while not cursor.at_end():
             cursor.accept_punct(",")
             option = parse_table_option(self.cursor)
@@ -309,9 +310,11 @@ class _Parser:
             if isinstance(option, SetTableDefaults):
                 charset = option.charset or charset
                 collation = option.collation or collation
-            if isinstance(option, UnknownAction) and not in_alter:
+            if isinstance(option, TableOption):
+                engine = option.engine or engine
+            if isinstance(option, UnknownAction):
                 raise cursor.error(f"{option.text}: the table keeps no rows")
-        return charset, collation
+        return charset, collation, engine
 
     # -- ALTER ----------------------------------------------------------------------------------------
 

@@ -203,9 +203,11 @@ class IndexChange:
 
 @dataclass(frozen=True)
 class TableOption:
-    """ENGINE, COMMENT, AUTO_INCREMENT, ROW_FORMAT, ALGORITHM, LOCK, FORCE, ORDER BY, ..."""
+    """ENGINE, COMMENT, AUTO_INCREMENT, ROW_FORMAT, ALGORITHM, LOCK, FORCE, ORDER BY, ...; ``engine``: the
+    storage engine an ``ENGINE=`` option names (upper case)."""
 
     text: str
+    engine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,10 @@ class CreateTable:
     default_charset: str | None = None
     default_collation: str | None = None
     start_transaction: bool = False
+    #: The storage engine its ``ENGINE=`` option names (upper case); None when it names none (the
+    #: session's ``default_storage_engine``, which the binlog does not carry, then decides; with ``LIKE``,
+    #: the source's engine).
+    engine: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ CHECKED_VARIABLES = (
     "binlog_expire_logs_seconds",
     "binlog_row_value_options",
     "server_id",
+    "lower_case_table_names",
 )
 
 _SYSTEM_SCHEMAS = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
@@ -363,6 +364,15 @@ def evaluate(
                 else "column names would arrive as UNKNOWN_COLn"
             )
             error(name, f"{name} is {value}; it must be FULL ({why})", f"SET PERSIST {name} = 'FULL';")
+    if variables.get("lower_case_table_names") == "2":
+        error(
+            "lower_case_table_names",
+            "lower_case_table_names is 2 (names stored as written, compared in lower case; InnoDB keeps "
+            "table names in lower case): the binlog's statements and table maps cannot be matched by name "
+            "exactly",
+            "Capture from a server initialized with lower_case_table_names = 0 or 1 (a replica of this one: "
+            "the setting is fixed when the data directory is initialized).",
+        )
     expire = variables.get("binlog_expire_logs_seconds")
     if expire is not None and expire.strip().isdigit():
         seconds = int(expire)

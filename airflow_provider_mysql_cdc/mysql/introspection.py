@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
-from airflow_provider_mysql_cdc.core.ddl_columns import ROWLESS_ENGINES
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import (
     CHECKED_VARIABLES,
@@ -20,6 +19,7 @@ from airflow_provider_mysql_cdc.core.preflight import (
     evaluate,
     sql_account,
 )
+from airflow_provider_mysql_cdc.core.storage_engines import ROWLESS_ENGINES, TableEngine
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import ConfigurationError, MissingPrivilegeError, PreflightFailedError
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
@@ -145,10 +145,8 @@ def _visible_tables(connection: Connection[Any], source: MySqlConnectionConfig) 
     return [(str(db), str(table)) for db, table in rows]
 
 
-def rowless_tables(
-    connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str] | None = None
-) -> dict[str, str]:
-    """``db.table`` -> engine, for each of ``tables`` (None: every base table) stored in an engine of
+def rowless_tables(connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]) -> dict[str, str]:
+    """``db.table`` -> engine, for each of ``tables`` stored in an engine of
     :data:`~airflow_provider_mysql_cdc.core.ddl_columns.ROWLESS_ENGINES`."""
     engines = ", ".join(f"'{engine}'" for engine in ROWLESS_ENGINES)
     rows = query(
@@ -157,8 +155,25 @@ def rowless_tables(
         "SELECT TABLE_SCHEMA, TABLE_NAME, ENGINE FROM information_schema.TABLES "
         f"WHERE TABLE_TYPE = 'BASE TABLE' AND UPPER(ENGINE) IN ({engines})",
     )
-    found = {f"{db}.{table}": str(engine) for db, table, engine in rows}
-    return found if tables is None else {name: found[name] for name in tables if name in found}
+    wanted = set(tables)
+    return {f"{db}.{table}": str(engine) for db, table, engine in rows if f"{db}.{table}" in wanted}
+
+
+def table_engine(
+    connection: Connection[Any], source: MySqlConnectionConfig, database: str, table: str
+) -> TableEngine | None:
+    """The storage engine of a base table now, and when its definition last changed (None: no such table)."""
+    query(connection, source, "SET SESSION time_zone = '+00:00'")  # CREATE_TIME is shown in the session's zone
+    rows = query(
+        connection,
+        source,
+        "SELECT ENGINE, UNIX_TIMESTAMP(CREATE_TIME) FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+        f"AND TABLE_SCHEMA = {connection.escape(database)} AND TABLE_NAME = {connection.escape(table)}",
+    )
+    if not rows:
+        return None
+    engine, changed_at = rows[0]
+    return TableEngine(str(engine), None if changed_at is None else int(changed_at))
 
 
 def selected_tables(connection: Connection[Any], source: MySqlConnectionConfig, selection: TableSelection) -> list[str]:

@@ -21,10 +21,10 @@ from airflow_provider_mysql_cdc.core.chunks import (
     quote_identifier,
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
-from airflow_provider_mysql_cdc.core.ddl_columns import rowless_engine_reason
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD
 from airflow_provider_mysql_cdc.core.staging import cdc_seq
+from airflow_provider_mysql_cdc.core.storage_engines import rowless_engine_reason
 from airflow_provider_mysql_cdc.core.types import DECIMAL128_MAX_PRECISION, INTEGER_TYPES, ColumnSpec
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import (

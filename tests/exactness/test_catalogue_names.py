@@ -7,7 +7,7 @@ staging prefix) must stop the snapshot or window with ``UnsupportedNameError`` i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,10 @@ import pytest
 from airflow_provider_mysql_cdc.apply.contract import MaintenanceSpec
 from airflow_provider_mysql_cdc.apply.table_maintenance import run_maintenance
 from airflow_provider_mysql_cdc.verify.engine import VerifyRequest, verify_targets
+from tests.conftest import INSTANCE_PREFIX
 from tests.exactness.harness import ExactnessPipeline, WindowStopped
 from tests.exactness.scenario import run_windows
-from tests.mysql_servers import MySqlTestServer
+from tests.mysql_servers import MySqlTestServer, running_local
 from tests.spark_session import CATALOG
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
@@ -249,3 +250,49 @@ def test_a_database_named_with_a_backquote_a_space_and_letters(
         )
     finally:
         mysql_server.execute(f"DROP DATABASE IF EXISTS {quoted}")
+
+
+@pytest.fixture(scope="module")
+def case_insensitive_mysql() -> Iterator[MySqlTestServer]:
+    """A server initialized with ``lower_case_table_names=1`` (MySQL's default on Windows): it stores
+    database and table names in lower case and compares them so, whatever case a statement writes."""
+    with running_local(f"{INSTANCE_PREFIX}-lowercase", {"lower_case_table_names": "1"}) as server:
+        yield server
+
+
+def test_names_in_another_case_under_lower_case_table_names(
+    case_insensitive_mysql: MySqlTestServer, spark: Any, tmp_path: Path
+) -> None:
+    """With ``lower_case_table_names=1`` the binlog's table maps name ``shop.orders`` while a statement's
+    text keeps the case it was written in (``TRUNCATE TABLE Shop.ORDERS``): DDL naming a table in any
+    case (an added column, a truncate, renames, a drop, a re-creation) is followed on that table."""
+    server = case_insensitive_mysql
+    database = "ex_lower_case_names"
+    upper = f"`{database.upper()}`"
+    server.execute(
+        f"DROP DATABASE IF EXISTS {upper}",
+        f"CREATE DATABASE {upper}",
+        f"CREATE TABLE {upper}.`Orders` (id INT PRIMARY KEY, v VARCHAR(10))",
+        f"CREATE TABLE {upper}.`Items` (id INT PRIMARY KEY, n INT)",
+        f"INSERT INTO {upper}.`ORDERS` VALUES (1, 'one'), (2, 'two')",
+        f"INSERT INTO {upper}.items VALUES (1, 1), (2, 2)",
+    )
+    pipeline = ExactnessPipeline(server, spark, tmp_path, database, [database])
+    run_windows(
+        pipeline,
+        [
+            [
+                f"ALTER TABLE {upper}.`ORDERS` ADD COLUMN note VARCHAR(10) DEFAULT 'dflt'",
+                f"INSERT INTO {upper}.orders (id, v) VALUES (3, 'three')",
+                f"TRUNCATE TABLE `{database}`.`iTeMs`",
+                f"INSERT INTO {upper}.`Items` VALUES (3, 3)",
+            ],
+            [
+                f"ALTER TABLE {upper}.`Orders` DROP COLUMN note",
+                f"RENAME TABLE {upper}.`ITEMS` TO {upper}.`Things`",
+                f"DROP TABLE {upper}.`ORDERS`",
+                f"CREATE TABLE {upper}.`ORDERS` (id INT PRIMARY KEY, w INT)",
+                f"INSERT INTO {upper}.`Orders` VALUES (9, 9)",
+            ],
+        ],
+    )

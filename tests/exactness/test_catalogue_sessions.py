@@ -16,6 +16,8 @@ from functools import partial
 
 import pytest
 
+from airflow_provider_mysql_cdc.core.storage_engines import UNKNOWN_ENGINE_REASON
+from airflow_provider_mysql_cdc.core.windows import CutoffRule
 from airflow_provider_mysql_cdc.staging import Staging
 from tests.exactness.harness import ExactnessPipeline
 from tests.exactness.scenario import binlog_event_types, binlog_events, binlog_position, drive, fill, run_windows
@@ -453,8 +455,9 @@ def test_session_default_storage_engine_that_keeps_no_rows(pipeline_for: NewPipe
     does not carry, and ``CREATE ... LIKE`` its source's engine. A table created that way in
     ``BLACKHOLE`` logs its inserts as rows but keeps none: it waits alone, the reason naming the engine,
     while tables created in an engine that keeps rows (``MyISAM``, a ``LIKE`` of an InnoDB table) are
-    followed. Re-read after the fix the reason suggests (another engine), the published window reads the
-    same; the next snapshot then takes the table."""
+    followed. One whose engine changed before the capture read its CREATE waits too (the engine the
+    CREATE made is not known). Re-read after the fix the reason suggests (another engine), the published
+    window reads the same; the next snapshot then takes the tables."""
     pipeline = pipeline_for(
         "CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)",
         "CREATE TABLE {db}.outbox (id INT PRIMARY KEY, v INT) ENGINE=BLACKHOLE",
@@ -482,21 +485,30 @@ def test_session_default_storage_engine_that_keeps_no_rows(pipeline_for: NewPipe
         f"INSERT INTO {database}.kept VALUES (1, 1), (2, 2)",
         session=("SET SESSION default_storage_engine = MyISAM",),
     )
+    # Given another engine before the capture reads its CREATE: the server's answer no longer says
+    # which engine the CREATE made (CREATE_TIME, in whole seconds, moved past the CREATE's commit).
+    pipeline.sql(
+        f"CREATE TABLE `{database}`.late (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO `{database}`.late VALUES (1, 1)",
+        session=blackhole,
+    )
+    pipeline.sql("DO SLEEP(1.1)", f"ALTER TABLE `{database}`.late ENGINE=InnoDB")
     engines = dict(
         pipeline.sql(f"SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{database}'")
     )
     assert engines == {
         "orders": "InnoDB", "outbox": "BLACKHOLE", "made": "BLACKHOLE", "copied": "InnoDB",
-        "cloned": "BLACKHOLE", "kept": "MyISAM",
+        "cloned": "BLACKHOLE", "kept": "MyISAM", "late": "InnoDB",
     }, engines  # fmt: skip
     second = pipeline.run_window()
     manifest = staging.read_window_manifest(second.window_id)
     assert manifest is not None
     waiting = dict(manifest.rebuilds_pending)
-    assert set(waiting) == {f"{database}.{t}" for t in ("outbox", "made", "cloned")}, waiting
+    assert set(waiting) == {f"{database}.{t}" for t in ("outbox", "made", "cloned", "late")}, waiting
     for table in ("made", "cloned"):
         assert "ENGINE=BLACKHOLE keeps no rows" in waiting[f"{database}.{table}"], waiting
         assert not (pipeline.warehouse / database / table).exists()
+    assert UNKNOWN_ENGINE_REASON in waiting[f"{database}.late"], waiting
     pipeline.assert_exact([(database, t) for t in ("orders", "copied", "kept")])
 
     # The fix: another engine. The published window, read again, is what it was.
@@ -506,7 +518,37 @@ def test_session_default_storage_engine_that_keeps_no_rows(pipeline_for: NewPipe
     reread = staging.read_window_manifest(second.window_id)
     assert reread is not None and reread.to_json() == manifest.to_json()
     third = pipeline.run_window()  # its snapshot takes made (InnoDB now: the row inserted since)
-    assert f"{database}.made" not in pipeline.rebuilding, pipeline.rebuilding
-    assert f"{database}.cloned" in pipeline.rebuilding, pipeline.rebuilding
+    assert set(pipeline.rebuilding) == {f"{database}.outbox", f"{database}.cloned"}, pipeline.rebuilding
     assert third.window_id == second.window_id + 1
-    pipeline.assert_exact([(database, t) for t in ("orders", "copied", "kept", "made")])
+    pipeline.assert_exact([(database, t) for t in ("orders", "copied", "kept", "made", "late")])
+
+
+def test_a_table_given_another_engine_after_the_window_that_created_it_waits(pipeline_for: NewPipeline) -> None:
+    """A window reads the engine of a table its CREATE made without ``ENGINE=`` from the server when it is
+    captured, which can be after a statement past the window's end changed it: here a ``data_interval``
+    window ends before ``ALTER TABLE ... ENGINE=InnoDB``, so the server answers InnoDB although the
+    window's insert went to ``BLACKHOLE``. The table's ``CREATE_TIME``, in a later second than the
+    window's end, tells: the table waits for the next snapshot (which finds it empty, as MySQL has it)."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)", "INSERT INTO {db}.orders VALUES (1, 1)"
+    )
+    database = pipeline.databases[0]
+    pipeline.snapshot()
+    pipeline.run_window()
+    pipeline.sql(
+        f"CREATE TABLE `{database}`.gap (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO `{database}`.gap VALUES (1, 1)",
+        f"INSERT INTO `{database}`.orders VALUES (2, 2)",
+        session=("SET SESSION default_storage_engine = BLACKHOLE",),
+    )
+    window_end = pipeline.server.utc_now()
+    pipeline.sql("DO SLEEP(1.1)", f"ALTER TABLE `{database}`.gap ENGINE=InnoDB")
+    captured = pipeline.engine.capture(
+        f"{pipeline.name}-run-2", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=window_end
+    )
+    pipeline.apply_captured(captured)
+    assert UNKNOWN_ENGINE_REASON in pipeline.rebuilding.get(f"{database}.gap", ""), pipeline.rebuilding
+    pipeline.assert_exact([(database, "orders")])
+    pipeline.run_window()  # the ALTER, and the snapshot that takes gap
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact([(database, "orders"), (database, "gap")])

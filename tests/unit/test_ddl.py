@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_mysql_cdc.core.ddl import DdlTarget, ddl_targets
+from airflow_provider_mysql_cdc.core.ddl import (
+    DdlTarget,
+    ddl_targets,
+    parse_ddl,
+    statement_tables,
+    with_lower_case_names,
+)
+from airflow_provider_mysql_cdc.core.ddl_statements import AlterTable, DatabaseDdl, TableRef
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 
 
@@ -65,3 +72,24 @@ def test_a_selected_table_of_a_database_named_with_a_dot_stops_by_name() -> None
         with pytest.raises(UnsupportedNameError, match="a slash or a backslash"):
             selection.matches(database, table)
     assert not TableSelection.of(["sales.*"]).matches("a.b", "c")
+
+
+def test_names_read_as_a_server_with_lower_case_table_names_reads_them() -> None:
+    """Every database and table name in lower case, wherever the statement holds one; column names as
+    written."""
+    cases = {
+        "ALTER TABLE Orders ADD COLUMN Note INT, RENAME TO Shop2.ORDERS2": ["shop.orders", "shop2.orders2"],
+        "ALTER TABLE Orders EXCHANGE PARTITION p0 WITH TABLE Other.T": ["shop.orders", "other.t"],
+        "RENAME TABLE A TO B, Shop.B TO X.C": ["shop.a", "shop.b", "shop.b", "x.c"],
+        "DROP TABLE IF EXISTS A, Y.B": ["shop.a", "y.b"],
+        "TRUNCATE TABLE `iTeMs`": ["shop.items"],
+        "CREATE TABLE T2 LIKE Other.T1": ["shop.t2"],
+    }
+    for sql, tables in cases.items():
+        statement = with_lower_case_names(parse_ddl(sql, "Shop"))
+        assert [str(ref) for ref in statement_tables(statement) or ()] == tables, sql
+    altered = with_lower_case_names(parse_ddl("ALTER TABLE Orders ADD COLUMN Note INT", "Shop"))
+    assert isinstance(altered, AlterTable) and altered.table == TableRef("shop", "orders")
+    assert "Note" in repr(altered.actions)  # a column name keeps its case
+    database = with_lower_case_names(parse_ddl("ALTER DATABASE Shop CHARACTER SET latin1", "x"))
+    assert isinstance(database, DatabaseDdl) and database.database == "shop"

@@ -320,7 +320,7 @@ def test_alter_table_actions() -> None:
     assert (actions[12], actions[13]) == (DropPrimaryKey(), AddPrimaryKey(("a",)))
     assert actions[17] == ConvertCharset("utf8mb4", "utf8mb4_bin")
     assert actions[18] == SetTableDefaults("latin1", None)
-    assert actions[22] == TableOption("ENGINE InnoDB")
+    assert actions[22] == TableOption("ENGINE InnoDB", "INNODB")
     assert actions[24] == RenameTableTo(ref("t2", "x"))
     assert isinstance(actions[4], DropColumn) and isinstance(actions[14], IndexChange)
 

@@ -200,3 +200,14 @@ def test_connection_config_hides_secrets_and_validates() -> None:
         MySqlConnectionConfig(host="db", ssl_mode=SslMode.VERIFY_IDENTITY)
     with pytest.raises(ConfigurationError, match="port"):
         MySqlConnectionConfig(host="db", port=0)
+
+
+@pytest.mark.parametrize(("value", "ok"), [("0", True), ("1", True), ("2", False)])
+def test_lower_case_table_names_2_is_refused(value: str, ok: bool) -> None:
+    """0 (Linux) and 1 (Windows) keep one spelling of every name in the binlog's table maps; 2 (macOS)
+    stores names as written but InnoDB's in lower case, so statements and table maps cannot be matched."""
+    report = evaluate(facts({"lower_case_table_names": value}), ["shop.*"])
+    assert report.ok is ok
+    if not ok:
+        (finding,) = report.errors
+        assert finding.check == "lower_case_table_names" and "initialized" in finding.fix

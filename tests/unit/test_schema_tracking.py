@@ -18,6 +18,7 @@ from airflow_provider_mysql_cdc.capture.schema_tracking import (
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import TableRef, UnparsedDdl
 from airflow_provider_mysql_cdc.core.schema_events import decode_value
+from airflow_provider_mysql_cdc.core.storage_engines import UNKNOWN_ENGINE_REASON
 from airflow_provider_mysql_cdc.core.types import ColumnSpec
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
@@ -213,22 +214,29 @@ def test_the_tracker_rebuilds_only_under_explicit_defaults_off(store: FrontierSt
     assert "explicit_defaults_for_timestamp=OFF" in (off.events[0].reason or "")
 
 
-def test_a_table_created_in_an_engine_that_keeps_no_rows_waits_for_a_rebuild(store: FrontierStore) -> None:
+def test_a_table_created_without_a_named_engine_is_asked_about(store: FrontierStore) -> None:
     """The binlog does not say which engine a CREATE without ``ENGINE=`` (or a ``LIKE``) made: the
-    tracker asks, for selected tables only, and a temporary table is never asked about."""
-    asked: list[TableRef] = []
+    tracker asks, for selected tables only; a CREATE naming its engine and a temporary table are never
+    asked about. A problem leaves the table waiting, the statement quoted; so does an ALTER ... ENGINE=
+    later in the window of a table it asked about (the rows before it may be in an engine keeping none)."""
+    asked: list[tuple[TableRef, int]] = []
 
-    def rowless_engine(ref: TableRef) -> str | None:
-        asked.append(ref)
-        return "BLACKHOLE" if ref.table.startswith("bh") else None
+    def problem(ref: TableRef, seq: int) -> str | None:
+        asked.append((ref, seq))
+        return "ENGINE=BLACKHOLE keeps no rows" if ref.table.startswith("bh") else None
 
     selection = TableSelection.of(["db.*"])
-    run = Statements(SchemaTracker(store, "p", 1, selection, record=True, rowless_engine=rowless_engine))
+    run = Statements(SchemaTracker(store, "p", 1, selection, record=True, created_engine_problem=problem))
     assert [event.kind for event in run(CREATE).events] == ["reset"]
     (event,) = run("CREATE TABLE bh LIKE t").events
-    assert event.kind == "rebuild" and "ENGINE=BLACKHOLE keeps no rows" in event.reason
-    assert "exclude_tables=['db.bh']" in event.reason and "(created by: CREATE TABLE bh LIKE t)" in event.reason
-    assert run.tracker.rebuilds_pending().keys() == {"db.bh"}
+    assert event.kind == "rebuild"
+    assert event.reason == "ENGINE=BLACKHOLE keeps no rows (by: CREATE TABLE bh LIKE t)"
+    assert [event.kind for event in run("CREATE TABLE named (id INT PRIMARY KEY) ENGINE = InnoDB").events] == ["reset"]
     assert not run("CREATE TEMPORARY TABLE bh_tmp (id INT)").events
-    assert not run("CREATE TABLE other.bh2 (id INT PRIMARY KEY)").relevant
-    assert asked == [TableRef("db", "t"), TableRef("db", "bh")]
+    assert not run("CREATE TABLE other.bh3 (id INT PRIMARY KEY)").relevant
+    assert asked == [(TableRef("db", "t"), 1), (TableRef("db", "bh"), 2)]
+    assert not run("ALTER TABLE t ADD INDEX f1 (f1)").events
+    assert not run("ALTER TABLE named ENGINE=MyISAM").events  # its engine was written, and is known
+    (event,) = run("ALTER TABLE t ENGINE=InnoDB").events
+    assert event.kind == "rebuild" and event.reason.startswith(UNKNOWN_ENGINE_REASON), event.reason
+    assert run.tracker.rebuilds_pending().keys() == {"db.bh", "db.t"}
