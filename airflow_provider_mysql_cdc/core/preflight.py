@@ -211,6 +211,10 @@ class ServerFacts:
     variables: Mapping[str, str | None]
     grants: Grants
     visible_tables: tuple[TableName, ...] = ()
+    #: The binlog's database filters (``binlog-do-db``, ``binlog-ignore-db`` as ``SHOW BINARY LOG STATUS``
+    #: lists them, comma-separated); empty when none is set or the status cannot be read.
+    binlog_do_db: str = ""
+    binlog_ignore_db: str = ""
 
 
 @dataclass(frozen=True)
@@ -364,15 +368,7 @@ def evaluate(
                 else "column names would arrive as UNKNOWN_COLn"
             )
             error(name, f"{name} is {value}; it must be FULL ({why})", f"SET PERSIST {name} = 'FULL';")
-    if variables.get("lower_case_table_names") == "2":
-        error(
-            "lower_case_table_names",
-            "lower_case_table_names is 2 (names stored as written, compared in lower case; InnoDB keeps "
-            "table names in lower case): the binlog's statements and table maps cannot be matched by name "
-            "exactly",
-            "Capture from a server initialized with lower_case_table_names = 0 or 1 (a replica of this one: "
-            "the setting is fixed when the data directory is initialized).",
-        )
+    findings += _name_and_filter_findings(facts, variables)
     expire = variables.get("binlog_expire_logs_seconds")
     if expire is not None and expire.strip().isdigit():
         seconds = int(expire)
@@ -425,6 +421,44 @@ def evaluate(
         error("privileges", f"{account} lacks {privilege} on {names} ({purpose}){role_hint}", fix)
 
     return PreflightReport(server, account, tuple(findings), tuple(selected))
+
+
+def _name_and_filter_findings(facts: ServerFacts, variables: Mapping[str, str | None]) -> list[PreflightFinding]:
+    """What keeps statements on the selected tables from being matched by name or from reaching the
+    binlog at all: ``lower_case_table_names=2``, and binlog database filters."""
+    findings: list[PreflightFinding] = []
+    if variables.get("lower_case_table_names") == "2":
+        findings.append(
+            PreflightFinding(
+                "lower_case_table_names",
+                Severity.ERROR,
+                "lower_case_table_names is 2 (names stored as written, compared in lower case; InnoDB keeps "
+                "table names in lower case): the binlog's statements and table maps cannot be matched by name "
+                "exactly",
+                "Capture from a server initialized with lower_case_table_names = 0 or 1 (a replica of this one: "
+                "the setting is fixed when the data directory is initialized).",
+            )
+        )
+    filters = [
+        f"{option}={value}"
+        for option, value in (("binlog-do-db", facts.binlog_do_db), ("binlog-ignore-db", facts.binlog_ignore_db))
+        if value
+    ]
+    if filters:
+        findings.append(
+            PreflightFinding(
+                "binlog_filters",
+                Severity.ERROR,
+                f"the binlog is filtered ({', '.join(filters)}): MySQL logs the row changes of a filtered-out "
+                "database nowhere, and logs DDL (ALTER, TRUNCATE, DROP, RENAME) by the session's default "
+                "database, so a TRUNCATE of a selected table run while a filtered-out database is the default "
+                "(or, with binlog-do-db, without one) never reaches the binlog and its target would keep the rows",
+                "Remove binlog-do-db / binlog-ignore-db from the server's configuration and restart it (they "
+                "cannot be changed at runtime); filter on replicas with replicate-do-db / replicate-ignore-db "
+                "instead.",
+            )
+        )
+    return findings
 
 
 def _grant_target(pattern: str) -> str:

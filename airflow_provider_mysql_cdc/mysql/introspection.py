@@ -21,7 +21,12 @@ from airflow_provider_mysql_cdc.core.preflight import (
 )
 from airflow_provider_mysql_cdc.core.storage_engines import ROWLESS_ENGINES, TableEngine
 from airflow_provider_mysql_cdc.core.windows import TableSelection
-from airflow_provider_mysql_cdc.errors import ConfigurationError, MissingPrivilegeError, PreflightFailedError
+from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
+    MissingPrivilegeError,
+    MySqlQueryError,
+    PreflightFailedError,
+)
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query, query_value
 
 if TYPE_CHECKING:
@@ -47,7 +52,22 @@ def read_server_facts(connection: Connection[Any], config: MySqlConnectionConfig
             "ORDER BY TABLE_SCHEMA, TABLE_NAME",
         )
         tables = tuple(TableName(str(db), str(table)) for db, table in rows)
-    return ServerFacts(str(version), str(comment or ""), str(current_user), variables, grants, tables)
+    do_db, ignore_db = _binlog_filters(connection, config, ServerVersion.parse(str(version), str(comment or "")))
+    return ServerFacts(str(version), str(comment or ""), str(current_user), variables, grants, tables, do_db, ignore_db)
+
+
+def _binlog_filters(
+    connection: Connection[Any], config: MySqlConnectionConfig, server: ServerVersion
+) -> tuple[str, str]:
+    """``Binlog_Do_DB`` and ``Binlog_Ignore_DB`` of the binlog status (empty without a binlog or the
+    privilege to read it: the preflight then reports that instead)."""
+    try:
+        rows = query(connection, config, server.binlog_status_statement)
+    except MySqlQueryError:
+        return "", ""
+    if not rows:
+        return "", ""
+    return str(rows[0][2] or ""), str(rows[0][3] or "")
 
 
 @dataclass(frozen=True)

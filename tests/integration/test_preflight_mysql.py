@@ -15,7 +15,8 @@ from airflow_provider_mysql_cdc.core.preflight import Severity
 from airflow_provider_mysql_cdc.errors import MySqlAuthenticationError, MySqlUnreachableError
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import read_binlog_inventory, run_preflight
-from tests.mysql_servers import MySqlTestServer, free_port
+from tests.conftest import INSTANCE_PREFIX
+from tests.mysql_servers import MySqlTestServer, free_port, running_local
 
 pytestmark = pytest.mark.mysql
 
@@ -171,3 +172,31 @@ def test_cli_reports_and_exits_by_outcome(
     assert failed.returncode == 2
     assert "Cli-wrong-pw-999" not in failed.stdout + failed.stderr
     assert "rejected" in failed.stderr
+
+
+@pytest.fixture(scope="module")
+def filtered_binlog_mysql() -> Iterator[MySqlTestServer]:
+    """A server started with ``binlog-ignore-db=scratch``, otherwise well configured."""
+    with running_local(f"{INSTANCE_PREFIX}-binlog-filter", {"binlog_ignore_db": "scratch"}) as server:
+        yield server
+
+
+def test_a_filtered_binlog_is_refused_with_what_it_loses(filtered_binlog_mysql: MySqlTestServer) -> None:
+    """MySQL logs DDL by the session's default database: from ``USE scratch``, a TRUNCATE of
+    ``shop.orders`` reaches no binlog (no event, no GTID), so no capture can follow it. The preflight
+    (and every capture, which runs the same checks) refuses such a server, naming the filter and the fix."""
+    server = filtered_binlog_mysql
+    server.execute(
+        "CREATE DATABASE shop",
+        "CREATE DATABASE scratch",
+        "CREATE TABLE shop.orders (id INT PRIMARY KEY)",
+        "INSERT INTO shop.orders VALUES (1), (2)",
+    )
+    before = server.execute("SELECT @@GLOBAL.gtid_executed")
+    server.execute("USE scratch", "TRUNCATE TABLE shop.orders")
+    assert server.execute("SELECT COUNT(*) FROM shop.orders") == [(0,)]
+    assert server.execute("SELECT @@GLOBAL.gtid_executed") == before  # the truncate was not logged
+    report = run_preflight(server.cdc, ["shop.*"])
+    (finding,) = report.errors
+    assert finding.check == "binlog_filters" and "binlog-ignore-db=scratch" in finding.problem, report.format()
+    assert "Remove binlog-do-db / binlog-ignore-db" in finding.fix

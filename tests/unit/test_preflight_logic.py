@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import pytest
@@ -211,3 +212,14 @@ def test_lower_case_table_names_2_is_refused(value: str, ok: bool) -> None:
     if not ok:
         (finding,) = report.errors
         assert finding.check == "lower_case_table_names" and "initialized" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("do_db", "ignore_db", "shown"),
+    [("shop", "", "binlog-do-db=shop"), ("", "tmp,scratch", "binlog-ignore-db=tmp,scratch")],
+)
+def test_binlog_database_filters_are_refused(do_db: str, ignore_db: str, shown: str) -> None:
+    report = evaluate(dataclasses.replace(facts(), binlog_do_db=do_db, binlog_ignore_db=ignore_db), ["shop.*"])
+    (finding,) = report.errors
+    assert finding.check == "binlog_filters" and shown in finding.problem
+    assert "default database" in finding.problem and "replicate-do-db" in finding.fix
