@@ -355,7 +355,7 @@ class SchemaTracker:
             return StatementOutcome((self.rebuild(ref, seq, gtid, f"{problem} (by: {text})"),), (), True)
         if isinstance(statement, UnparsedDdl):
             touched = [ref for ref in (named or tuple(self.tables)) if self._selected(ref)]
-            reason = f"statement not understood ({statement.reason}): {text}"
+            reason = f"statement not followed ({statement.reason}): {text}"
             return StatementOutcome(tuple(self.rebuild(ref, seq, gtid, reason) for ref in touched), (), True)
         events: list[SchemaEvent] = []
         # Tables whose governing snapshot read them after this statement (in every chunk) already hold

@@ -33,10 +33,8 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     GeneratedColumn,
     SetTableDefaults,
     TableOption,
-    UnknownAction,
 )
 from airflow_provider_mysql_cdc.core.ddl_tokens import BIT, HEX, NAME, NUMBER, STRING, WORD, TokenCursor
-from airflow_provider_mysql_cdc.core.storage_engines import ROWLESS_ENGINES
 from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
 _INTEGER_ALIASES = {
@@ -487,7 +485,7 @@ _TABLE_OPTION_WORDS = frozenset(
 )
 
 
-def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | UnknownAction | None:
+def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | None:
     """One table option (ENGINE=..., DEFAULT CHARSET=..., ...) or None when none is next."""
     start = cursor.index
     cursor.accept_word("DEFAULT")
@@ -510,8 +508,12 @@ def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | 
         cursor.expect_word("DIRECTORY")
     cursor.accept_punct("=")
     value = cursor.peek()
+    union: list[tuple[str | None, str]] = []
     if word == "UNION":
-        cursor.balanced()
+        cursor.expect_punct("(")
+        while not cursor.accept_punct(")"):
+            cursor.accept_punct(",")
+            union.append(cursor.qualified_name())
     elif value.kind in (WORD, NAME, STRING, NUMBER):
         cursor.next()
     else:
@@ -519,10 +521,8 @@ def parse_table_option(cursor: TokenCursor) -> SetTableDefaults | TableOption | 
     if word == "TABLESPACE" and cursor.accept_word("STORAGE"):
         cursor.expect_word("DISK", "MEMORY")
     text = cursor.text(cursor.tokens[start : cursor.index])
-    if word not in ("ENGINE", "TYPE"):
-        return TableOption(text)
-    engine = value.value.upper()
-    return UnknownAction(text) if engine in ROWLESS_ENGINES else TableOption(text, engine)
+    engine = value.value.upper() if word in ("ENGINE", "TYPE") else None
+    return TableOption(text, engine, tuple(union))
 
 
 def parse_database_options(cursor: TokenCursor) -> tuple[str | None, str | None]:

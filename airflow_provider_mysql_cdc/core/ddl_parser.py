@@ -27,7 +27,7 @@ What MySQL 9.7 writes to the binlog (checked with ``SHOW BINLOG EVENTS``; row fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from airflow_provider_mysql_cdc.core.ddl_charsets import charset_name, collation_name
 from airflow_provider_mysql_cdc.core.ddl_columns import (
@@ -68,6 +68,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     UnparsedDdl,
 )
 from airflow_provider_mysql_cdc.core.ddl_tokens import END, NAME, WORD, SqlMode, TokenCursor, tokenize
+from airflow_provider_mysql_cdc.core.storage_engines import UNFOLLOWABLE_ENGINES, unfollowable_engine
 from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
 __all__ = ["SqlMode", "parse_ddl"]
@@ -112,6 +113,7 @@ class _Parser:
             sql, ansi_quotes="ANSI_QUOTES" in names, backslash_escapes="NO_BACKSLASH_ESCAPES" not in names
         )
         self.cursor = TokenCursor(sql, tokens, real_as_float="REAL_AS_FLOAT" in names)
+        self.sql = sql.strip()
         self.default_database = default_database
         #: The tables the statement changes, once that is certain before the whole text is read
         #: (what UnparsedDdl reports when the rest fails).
@@ -235,7 +237,9 @@ class _Parser:
                     break
             cursor.expect_punct(")")
         start_transaction = cursor.accept_words("START", "TRANSACTION")
-        charset, collation, engine = self.table_options()
+        charset, collation, engine, unfollowable = self.table_options(table)
+        if unfollowable is not None:
+            return unfollowable
         if cursor.at_word("PARTITION"):
             cursor.until(lambda c: c.at_word("IGNORE", "REPLACE", "AS", "SELECT", "WITH", "TABLE", "VALUES"))
         as_select = not cursor.at_end()
@@ -298,10 +302,13 @@ class _Parser:
         cursor.until(lambda c: c.at_punct(","))  # index options
         return tuple(names)
 
-    def table_options(self) -> tuple[str | None, str | None, str | None]:
-        """CREATE TABLE options; returns (DEFAULT CHARSET, COLLATE, ENGINE) as written."""
+    def table_options(self, table: TableRef) -> tuple[str | None, str | None, str | None, UnparsedDdl | None]:
+        """CREATE TABLE options; returns (DEFAULT CHARSET, COLLATE, ENGINE) as written, and the statement as
+        unparsed when it makes a table in an engine whose rows its row events do not describe (naming the
+        tables of a MERGE table's UNION too)."""
         cursor = self.cursor
         charset = collation = engine = None
+        options: list[TableOption] = []
         while not cursor.at_end():
             cursor.accept_punct(",")
             option = parse_table_option(self.cursor)
@@ -310,11 +317,18 @@ class _Parser:
             if isinstance(option, SetTableDefaults):
                 charset = option.charset or charset
                 collation = option.collation or collation
-            if isinstance(option, TableOption):
+            else:
+                options.append(option)
                 engine = option.engine or engine
-            if isinstance(option, UnknownAction):
-                raise cursor.error(f"{option.text}: the table keeps no rows")
-        return charset, collation, engine
+        reason = _unfollowable_engine_reason(options)
+        if reason is not None:
+            return (
+                charset,
+                collation,
+                engine,
+                UnparsedDdl(self.sql, reason, (table, *_merge_union(self.default_database, options))),
+            )
+        return charset, collation, engine, None
 
     # -- ALTER ----------------------------------------------------------------------------------------
 
@@ -345,7 +359,14 @@ class _Parser:
             separated = cursor.accept_punct(",") or cursor.at_end() or self.at_partitioning()
             if not separated and not isinstance(actions[-1], TableOption | SetTableDefaults):
                 raise cursor.error("expected ',' between ALTER TABLE actions")
-        return self.finish(AlterTable(table, tuple(actions)))
+        statement = self.finish(AlterTable(table, tuple(actions)))
+        members = _merge_union(self.default_database, actions)
+        unfollowable = _unfollowable_engine_reason(actions)
+        if unfollowable is None and members:
+            unfollowable = "a MERGE table's UNION changed: rows written through it are logged as its own"
+        if unfollowable is not None:
+            return UnparsedDdl(self.sql, unfollowable, (table, *members))
+        return statement
 
     def at_partitioning(self) -> bool:
         cursor = self.cursor
@@ -561,6 +582,26 @@ class _Parser:
     def truncate(self) -> DdlStatement:
         self.cursor.accept_word("TABLE")
         return self.finish(TruncateTable(self.only_table(self.table_ref())))
+
+
+def _unfollowable_engine_reason(options: Sequence[AlterAction]) -> str | None:
+    """Why an ``ENGINE=`` among ``options`` makes a table whose rows its row events do not describe."""
+    for option in options:
+        engine = unfollowable_engine(option.engine or "") if isinstance(option, TableOption) else None
+        if isinstance(option, TableOption) and engine is not None:
+            return f"{option.text}: the table {UNFOLLOWABLE_ENGINES[engine]}"
+    return None
+
+
+def _merge_union(default_database: str, options: Sequence[AlterAction]) -> tuple[TableRef, ...]:
+    """The tables a MERGE table's ``UNION=(...)`` names (unqualified: in the session's database; in
+    ``SHOW CREATE TABLE``, which names them so when they are in the MERGE table's, in that one)."""
+    return tuple(
+        TableRef(qualifier or default_database, name)
+        for option in options
+        if isinstance(option, TableOption)
+        for qualifier, name in option.union
+    )
 
 
 def parse_ddl(sql: str, default_database: str, *, sql_mode: SqlMode | int | str | None = None) -> DdlStatement:

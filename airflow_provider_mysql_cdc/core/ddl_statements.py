@@ -204,10 +204,13 @@ class IndexChange:
 @dataclass(frozen=True)
 class TableOption:
     """ENGINE, COMMENT, AUTO_INCREMENT, ROW_FORMAT, ALGORITHM, LOCK, FORCE, ORDER BY, ...; ``engine``: the
-    storage engine an ``ENGINE=`` option names (upper case)."""
+    storage engine an ``ENGINE=`` option names (upper case); ``union``: the tables a MERGE table's
+    ``UNION=(...)`` names, as written ((qualifier or None, name)): unqualified ones are in the session's
+    database."""
 
     text: str
     engine: str | None = None
+    union: tuple[tuple[str | None, str], ...] = ()
 
 
 @dataclass(frozen=True)

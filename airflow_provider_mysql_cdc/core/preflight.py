@@ -29,6 +29,8 @@ CHECKED_VARIABLES = (
     "binlog_row_value_options",
     "server_id",
     "lower_case_table_names",
+    "log_replica_updates",
+    "log_slave_updates",
 )
 
 _SYSTEM_SCHEMAS = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
@@ -80,6 +82,13 @@ class ServerVersion:
         if self.flavor == "mysql" and (self.major, self.minor) >= (8, 2):
             return "SHOW BINARY LOG STATUS"
         return "SHOW MASTER STATUS"
+
+    @property
+    def replica_status_statement(self) -> str:
+        """``SHOW REPLICA STATUS`` from MySQL 8.0.22 on; ``SHOW SLAVE STATUS`` before."""
+        if self.flavor == "mysql" and (self.major, self.minor, self.patch) >= (8, 0, 22):
+            return "SHOW REPLICA STATUS"
+        return "SHOW SLAVE STATUS"
 
     @property
     def supports_tagged_gtids(self) -> bool:
@@ -215,6 +224,9 @@ class ServerFacts:
     #: lists them, comma-separated); empty when none is set or the status cannot be read.
     binlog_do_db: str = ""
     binlog_ignore_db: str = ""
+    #: Replication channels this server replicates through (``SHOW REPLICA STATUS`` rows; 0 when it is
+    #: no replica or the status cannot be read).
+    replica_channels: int = 0
 
 
 @dataclass(frozen=True)
@@ -425,7 +437,8 @@ def evaluate(
 
 def _name_and_filter_findings(facts: ServerFacts, variables: Mapping[str, str | None]) -> list[PreflightFinding]:
     """What keeps statements on the selected tables from being matched by name or from reaching the
-    binlog at all: ``lower_case_table_names=2``, and binlog database filters."""
+    binlog at all: ``lower_case_table_names=2``, binlog database filters, a replica that does not log
+    what it applies."""
     findings: list[PreflightFinding] = []
     if variables.get("lower_case_table_names") == "2":
         findings.append(
@@ -456,6 +469,19 @@ def _name_and_filter_findings(facts: ServerFacts, variables: Mapping[str, str | 
                 "Remove binlog-do-db / binlog-ignore-db from the server's configuration and restart it (they "
                 "cannot be changed at runtime); filter on replicas with replicate-do-db / replicate-ignore-db "
                 "instead.",
+            )
+        )
+    logs_applied = variables.get("log_replica_updates") or variables.get("log_slave_updates")
+    if facts.replica_channels and logs_applied is not None and not _is_on(logs_applied):
+        findings.append(
+            PreflightFinding(
+                "log_replica_updates",
+                Severity.ERROR,
+                "this server is a replica with log_replica_updates OFF: the transactions it applies from its "
+                "source are in its gtid_executed but in no binlog of its own (MySQL counts them as purged), so "
+                "no window could read them",
+                "Restart the replica with log_replica_updates = ON (it cannot be changed at runtime), or "
+                "capture from its source.",
             )
         )
     return findings

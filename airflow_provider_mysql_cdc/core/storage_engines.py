@@ -11,16 +11,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Storage engines that keep no rows: what is written to them reaches only the binlog (ALTER TABLE ...
-#: ENGINE=BLACKHOLE discards the table's data).
-ROWLESS_ENGINES = ("BLACKHOLE",)
+#: Storage engines whose rows the table's own row events do not describe, and why: ``BLACKHOLE`` keeps
+#: no rows (ALTER TABLE ... ENGINE=BLACKHOLE discards the table's data); a ``MERGE`` table (the engine
+#: ``MRG_MYISAM``) shows the rows of the MyISAM tables of its ``UNION``; a ``FEDERATED`` table the rows
+#: of a table on another server (not built into the packaged servers, so only checked by its text).
+UNFOLLOWABLE_ENGINES = {
+    "BLACKHOLE": "keeps no rows (its inserts reach only the binlog)",
+    "MRG_MYISAM": (
+        "shows the rows of the tables of its UNION (a write to one of them is logged as that table's row, "
+        "a write through the MERGE table as the MERGE table's)"
+    ),
+    "FEDERATED": "shows the rows of a table on another server, whose changes this server's binlog does not hold",
+}
+#: Other names of those engines in ``ENGINE=``.
+_ENGINE_ALIASES = {"MERGE": "MRG_MYISAM"}
+#: The engines of :data:`UNFOLLOWABLE_ENGINES`, as ``information_schema.TABLES.ENGINE`` names them.
+ROWLESS_ENGINES = tuple(UNFOLLOWABLE_ENGINES)
+
+
+def unfollowable_engine(engine: str) -> str | None:
+    """``engine`` (as written or as the server names it) when it is one of :data:`UNFOLLOWABLE_ENGINES`."""
+    name = _ENGINE_ALIASES.get(engine.upper(), engine.upper())
+    return name if name in UNFOLLOWABLE_ENGINES else None
 
 
 def rowless_engine_reason(table_name: str, engine: str) -> str:
-    """Why a table stored in one of :data:`ROWLESS_ENGINES` cannot be replicated, and the fix."""
+    """Why a table stored in one of :data:`UNFOLLOWABLE_ENGINES` cannot be replicated, and the fix."""
+    why = UNFOLLOWABLE_ENGINES.get(unfollowable_engine(engine) or "", "keeps no rows")
     return (
-        f"ENGINE={engine} keeps no rows (its inserts reach only the binlog), so no target can equal it: "
-        f"leave it out of the pipeline (exclude_tables=[{table_name!r}]) or give it an engine that keeps rows"
+        f"ENGINE={engine} {why}, so no target can equal it: leave it out of the pipeline "
+        f"(exclude_tables=[{table_name!r}]) or give it an engine that keeps its own rows"
+    )
+
+
+def merge_member_reason(table_name: str, merge_table: str) -> str:
+    """Why a table of a MERGE table's ``UNION`` cannot be replicated, and the fix."""
+    return (
+        f"it is in the UNION of the MERGE table {merge_table}, and rows written through {merge_table} are "
+        f"logged as {merge_table}'s, not as this table's: drop {merge_table} (or take this table out of its "
+        f"UNION), or leave this table out of the pipeline (exclude_tables=[{table_name!r}])"
     )
 
 
@@ -60,7 +89,7 @@ def created_engine_problem(table_name: str, now: TableEngine | None, window_end_
     is not seen."""
     if now is None:
         return unknown_engine_reason("the table is gone from the server")
-    if now.engine.upper() in ROWLESS_ENGINES:
+    if unfollowable_engine(now.engine) is not None:
         return rowless_engine_reason(table_name, now.engine)
     if now.changed_at is not None and now.changed_at > window_end_us // 1_000_000:
         return unknown_engine_reason("a statement after the window changed the table (its CREATE_TIME is later)")

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
+from airflow_provider_mysql_cdc.core.ddl_statements import UnparsedDdl
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import (
     CHECKED_VARIABLES,
@@ -52,8 +54,27 @@ def read_server_facts(connection: Connection[Any], config: MySqlConnectionConfig
             "ORDER BY TABLE_SCHEMA, TABLE_NAME",
         )
         tables = tuple(TableName(str(db), str(table)) for db, table in rows)
-    do_db, ignore_db = _binlog_filters(connection, config, ServerVersion.parse(str(version), str(comment or "")))
-    return ServerFacts(str(version), str(comment or ""), str(current_user), variables, grants, tables, do_db, ignore_db)
+    server = ServerVersion.parse(str(version), str(comment or ""))
+    do_db, ignore_db = _binlog_filters(connection, config, server)
+    return ServerFacts(
+        str(version),
+        str(comment or ""),
+        str(current_user),
+        variables,
+        grants,
+        tables,
+        do_db,
+        ignore_db,
+        _replica_channels(connection, config, server),
+    )
+
+
+def _replica_channels(connection: Connection[Any], config: MySqlConnectionConfig, server: ServerVersion) -> int:
+    """How many replication channels the server replicates through (0 without the privilege to know)."""
+    try:
+        return len(query(connection, config, server.replica_status_statement))
+    except MySqlQueryError:
+        return 0
 
 
 def _binlog_filters(
@@ -177,6 +198,25 @@ def rowless_tables(connection: Connection[Any], source: MySqlConnectionConfig, t
     )
     wanted = set(tables)
     return {f"{db}.{table}": str(engine) for db, table, engine in rows if f"{db}.{table}" in wanted}
+
+
+def merge_members(connection: Connection[Any], source: MySqlConnectionConfig) -> dict[str, str]:
+    """``db.table`` -> the MERGE table (``db.table``) whose ``UNION`` names it, for every MERGE table on the
+    server (its ``SHOW CREATE TABLE``)."""
+    rows = query(
+        connection,
+        source,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+        "WHERE TABLE_TYPE = 'BASE TABLE' AND UPPER(ENGINE) = 'MRG_MYISAM' ORDER BY TABLE_SCHEMA, TABLE_NAME",
+    )
+    members: dict[str, str] = {}
+    for database, table in rows:
+        quoted = f"`{str(database).replace('`', '``')}`.`{str(table).replace('`', '``')}`"
+        create = str(query(connection, source, f"SHOW CREATE TABLE {quoted}")[0][1])
+        statement = parse_ddl(create, str(database))
+        for member in (statement.tables or ())[1:] if isinstance(statement, UnparsedDdl) else ():
+            members.setdefault(str(member), f"{database}.{table}")
+    return members
 
 
 def table_engine(

@@ -24,7 +24,7 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD
 from airflow_provider_mysql_cdc.core.staging import cdc_seq
-from airflow_provider_mysql_cdc.core.storage_engines import rowless_engine_reason
+from airflow_provider_mysql_cdc.core.storage_engines import merge_member_reason, rowless_engine_reason
 from airflow_provider_mysql_cdc.core.types import DECIMAL128_MAX_PRECISION, INTEGER_TYPES, ColumnSpec
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import (
@@ -35,6 +35,7 @@ from airflow_provider_mysql_cdc.errors import (
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, query, query_value
 from airflow_provider_mysql_cdc.mysql.introspection import (
+    merge_members,
     read_server_facts,
     require_named_tables,
     rowless_tables,
@@ -405,12 +406,17 @@ def _unreadable_tables(
     connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
 ) -> dict[str, str]:
     """``db.table`` -> why, for each table whose columns cannot be staged (a column type or character set
-    the provider has no conversion for), or whose storage engine keeps no rows (``BLACKHOLE``: its
-    inserts reach only the binlog, so no target can equal it). Those tables wait alone; the others are
-    snapshotted."""
+    the provider has no conversion for), whose storage engine's rows its row events do not describe
+    (``BLACKHOLE`` keeps none; a ``MERGE`` table shows its UNION's), or that is in a MERGE table's UNION
+    (rows written through the MERGE table are logged as its own). Those tables wait alone; the others
+    are snapshotted."""
     unreadable = {
         table_name: rowless_engine_reason(table_name, engine)
         for table_name, engine in rowless_tables(connection, source, tables).items()
+    }
+    members = merge_members(connection, source)
+    unreadable |= {
+        name: merge_member_reason(name, members[name]) for name in tables if name in members and name not in unreadable
     }
     for table_name in [name for name in tables if name not in unreadable]:
         try:

@@ -210,3 +210,59 @@ def test_a_table_whose_engine_keeps_no_rows_waits_alone_with_the_reason(
     pipeline.assert_exact([(database, "orders")])
     assert not (pipeline.warehouse / database / "outbox").exists()
     assert not (pipeline.warehouse / database / "log").exists()
+
+
+def test_merge_tables_and_the_tables_of_their_union_wait_alone(pipeline_for: NewPipeline) -> None:
+    """A ``MERGE`` table shows the rows of the MyISAM tables of its ``UNION``: an insert into one of those
+    is logged as that table's row, an insert through the MERGE table as the MERGE table's (MySQL 9.7), so
+    neither target could follow. Both wait alone with the reason (the snapshot's, or the DDL's: a
+    ``CREATE`` of a MERGE table, an ``ALTER ... UNION=``); a table taken out of the UNION, or whose MERGE
+    table is dropped, is snapshotted again, and equals MySQL from then on."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.t1 (id INT NOT NULL PRIMARY KEY, v INT) ENGINE=MyISAM",
+        "CREATE TABLE {db}.t3 (id INT NOT NULL PRIMARY KEY, v INT) ENGINE=MyISAM",
+        "CREATE TABLE {db}.m (id INT NOT NULL, v INT, KEY (id)) ENGINE=MERGE UNION=({db}.t1) INSERT_METHOD=LAST",
+        "CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.t1 VALUES (1, 1)",
+        "INSERT INTO {db}.t3 VALUES (1, 1)",
+        "INSERT INTO {db}.orders VALUES (1, 1)",
+    )
+    database = pipeline.databases[0]
+
+    def write(*statements: str) -> None:
+        pipeline.sql(*(statement.replace("{db}", f"`{database}`") for statement in statements))
+
+    pipeline.snapshot()
+    pipeline.run_window()
+    assert "shows the rows of the tables of its UNION" in pipeline.rebuilding.get(f"{database}.m", "")
+    assert "in the UNION of the MERGE table" in pipeline.rebuilding.get(f"{database}.t1", "")
+    write("INSERT INTO {db}.t1 VALUES (2, 2)", "INSERT INTO {db}.m VALUES (3, 3)", "INSERT INTO {db}.t3 VALUES (2, 2)")
+    assert pipeline.sql(f"SELECT id FROM `{database}`.m ORDER BY id") == [(1,), (2,), (3,)]
+    pipeline.run_window()
+    assert {f"{database}.m", f"{database}.t1"} <= set(pipeline.rebuilding), pipeline.rebuilding
+    pipeline.assert_exact([(database, "t3"), (database, "orders")])
+    # t1 leaves the UNION, t3 joins it: t3 waits from the ALTER on, t1's next snapshot takes it
+    write("ALTER TABLE {db}.m UNION=({db}.t3)", "INSERT INTO {db}.m VALUES (4, 4)", "INSERT INTO {db}.t1 VALUES (5, 5)")
+    pipeline.run_window()
+    assert "MERGE table's UNION changed" in pipeline.rebuilding.get(f"{database}.t3", ""), pipeline.rebuilding
+    assert f"{database}.t1" not in pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact([(database, "t1"), (database, "orders")])
+    # A second MERGE table over t1, created in a window: both wait. t3's target, left from before the
+    # ALTER, stops its apply (RebuildPendingError: the snapshot leaves a UNION's table out); the others go on.
+    write(
+        "CREATE TABLE {db}.m2 (id INT NOT NULL, v INT) ENGINE=MRG_MyISAM UNION=({db}.t1)",
+        "INSERT INTO {db}.t1 VALUES (6, 6)",
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.run_window()
+    assert [(e.stage, e.error_class, e.table) for e in stopped.value.errors] == [
+        ("apply", "RebuildPendingError", f"{database}.t3")
+    ]
+    assert {f"{database}.m2", f"{database}.t1"} <= set(pipeline.rebuilding), pipeline.rebuilding
+    pipeline.assert_exact([(database, "orders")])
+    # Dropping both MERGE tables frees t1 and t3: the next snapshot takes them
+    write("DROP TABLE {db}.m, {db}.m2", "INSERT INTO {db}.t3 VALUES (7, 7)", "INSERT INTO {db}.orders VALUES (2, 2)")
+    pipeline.run_window()
+    pipeline.run_window()  # the snapshot that takes t1 and t3 again
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact()

@@ -11,12 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import Severity
 from airflow_provider_mysql_cdc.errors import MySqlAuthenticationError, MySqlUnreachableError
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import read_binlog_inventory, run_preflight
 from tests.conftest import INSTANCE_PREFIX
 from tests.mysql_servers import MySqlTestServer, free_port, running_local
+from tests.reliability.replica import running_replica
 
 pytestmark = pytest.mark.mysql
 
@@ -200,3 +202,25 @@ def test_a_filtered_binlog_is_refused_with_what_it_loses(filtered_binlog_mysql: 
     (finding,) = report.errors
     assert finding.check == "binlog_filters" and "binlog-ignore-db=scratch" in finding.problem, report.format()
     assert "Remove binlog-do-db / binlog-ignore-db" in finding.fix
+
+
+def test_a_replica_that_does_not_log_what_it_applies_is_refused(mysql_server: MySqlTestServer) -> None:
+    """With ``log_replica_updates=OFF`` a replica's ``gtid_executed`` holds its source's transactions but
+    no binlog of its own does (MySQL 9.7 counts them in ``gtid_purged``): every window would find them
+    purged. The preflight refuses such a replica by name, with the fix."""
+    with running_replica(
+        mysql_server, f"{INSTANCE_PREFIX}-replica-unlogged", skip_existing=True, settings={"log_replica_updates": "OFF"}
+    ) as replica:
+        mysql_server.execute(
+            "CREATE DATABASE IF NOT EXISTS preflight_replica",
+            "CREATE TABLE IF NOT EXISTS preflight_replica.t (id INT PRIMARY KEY)",
+            "REPLACE INTO preflight_replica.t VALUES (1)",
+        )
+        replica.catch_up()
+        applied = GtidSet.parse(str(mysql_server.execute("SELECT @@GLOBAL.gtid_executed")[0][0]))
+        purged = GtidSet.parse(str(replica.server.execute("SELECT @@GLOBAL.gtid_purged")[0][0]))
+        assert applied <= purged  # the applied transactions reached no binlog of the replica
+        report = run_preflight(replica.server.cdc)
+        (finding,) = report.errors
+        assert finding.check == "log_replica_updates", report.format()
+    assert run_preflight(mysql_server.cdc).ok  # the source itself is fine

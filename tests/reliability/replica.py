@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,10 +158,11 @@ def running_replica(
     *,
     skip_existing: bool = False,
     wild_do_tables: Sequence[str] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[Replica]:
     """A fresh local replica of ``source`` named ``name``, its IO thread running and its SQL thread
     stopped (call :meth:`Replica.apply_until` or :meth:`Replica.catch_up`); stopped by PID and
-    deleted at exit."""
+    deleted at exit. ``settings`` override :data:`REPLICA_SETTINGS`."""
     password = _replication_password()
     source.execute(
         "SET SESSION sql_log_bin = 0",
@@ -169,7 +170,7 @@ def running_replica(
         f"ALTER USER '{REPLICATION_USER}'@'%' IDENTIFIED BY '{password}'",
         f"GRANT REPLICATION SLAVE ON *.* TO '{REPLICATION_USER}'@'%'",
     )
-    server = start_local(name, REPLICA_SETTINGS)
+    server = start_local(name, {**REPLICA_SETTINGS, **(settings or {})})
     try:
         # read_only cannot be a start-up setting: testbed.mysql creates the accounts after start-up.
         statements = [

@@ -328,7 +328,6 @@ def test_alter_table_actions() -> None:
 @pytest.mark.parametrize(
     ("sql", "action"),
     [
-        ("ALTER TABLE t ENGINE=BLACKHOLE", UnknownAction("ENGINE=BLACKHOLE")),
         ("ALTER TABLE t DISCARD TABLESPACE", UnknownAction("DISCARD TABLESPACE")),
         ("ALTER TABLE t CONVERT TO CHARACTER SET DEFAULT", UnknownAction("CONVERT TO CHARACTER SET DEFAULT")),
         ("ALTER TABLE t TRUNCATE PARTITION p0, p1", Partitioning("TRUNCATE PARTITION p0, p1", changes_data=True)),
@@ -343,6 +342,36 @@ def test_alter_table_actions() -> None:
 def test_alter_actions_that_change_rows_or_are_not_understood(sql: str, action: object) -> None:
     statement = parse_ddl(sql, APP)
     assert isinstance(statement, AlterTable) and statement.actions == (action,)
+
+
+@pytest.mark.parametrize(
+    ("sql", "tables", "reason"),
+    [
+        ("ALTER TABLE t ENGINE=BLACKHOLE", ("t",), "ENGINE=BLACKHOLE: the table keeps no rows"),
+        ("CREATE TABLE t (id INT) TYPE = blackhole", ("t",), "TYPE = blackhole: the table keeps no rows"),
+        (
+            "CREATE TABLE m (id INT NOT NULL, KEY (id)) ENGINE=MERGE UNION=(t1, o.t2) INSERT_METHOD=LAST",
+            ("m", "t1", "o.t2"),
+            "ENGINE=MERGE: the table shows the rows of the tables of its UNION",
+        ),
+        ("ALTER TABLE m ENGINE=MRG_MyISAM UNION=(t3, `t 4`)", ("m", "t3", "t 4"), "ENGINE=MRG_MyISAM: the table"),
+        ("ALTER TABLE m UNION=(t3)", ("m", "t3"), "a MERGE table's UNION changed"),
+        (
+            "CREATE TABLE f (id INT) ENGINE=FEDERATED CONNECTION='mysql://u@h:3306/db/t'",
+            ("f",),
+            "ENGINE=FEDERATED: the table shows the rows of a table on another server",
+        ),
+    ],
+)
+def test_tables_in_engines_whose_rows_their_row_events_do_not_describe(
+    sql: str, tables: tuple[str, ...], reason: str
+) -> None:
+    """BLACKHOLE keeps no rows; a MERGE table shows its UNION's rows, and writes through it are logged as
+    its own: the statement is not followed, and names the MERGE table's UNION too."""
+    statement = parse_ddl(sql, APP)
+    assert isinstance(statement, UnparsedDdl) and statement.reason.startswith(reason), statement
+    expected = tuple(ref(*reversed(name.split("."))) if "." in name else ref(name) for name in tables)
+    assert statement.tables == expected
 
 
 SWAP = ((ref("a"), ref("tmp")), (ref("b"), ref("a")), (ref("tmp"), ref("b")))

@@ -223,3 +223,14 @@ def test_binlog_database_filters_are_refused(do_db: str, ignore_db: str, shown: 
     (finding,) = report.errors
     assert finding.check == "binlog_filters" and shown in finding.problem
     assert "default database" in finding.problem and "replicate-do-db" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("channels", "logs", "ok"), [(1, "OFF", False), (1, "ON", True), (0, "OFF", True), (2, "0", False)]
+)
+def test_a_replica_that_does_not_log_what_it_applies_is_refused(channels: int, logs: str, ok: bool) -> None:
+    report = evaluate(dataclasses.replace(facts({"log_replica_updates": logs}), replica_channels=channels))
+    assert report.ok is ok
+    if not ok:
+        (finding,) = report.errors
+        assert finding.check == "log_replica_updates" and "capture from its source" in finding.fix
