@@ -587,7 +587,7 @@ def _created_engine_problems(
     reads the same."""
     if window.is_published:
         recorded = {
-            (request.table_name, request.seq): request.reason.rsplit(" (by: ", 1)[0]
+            (request.table_name, request.seq): request.reason.split(" (by: ", 1)[0]
             for request in store.rebuild_requests(pipeline)
             if request.window_id == window.window_id and request.reason.startswith(CREATED_ENGINE_REASONS)
         }

@@ -587,8 +587,7 @@ class _Parser:
 def _unfollowable_engine_reason(options: Sequence[AlterAction]) -> str | None:
     """Why an ``ENGINE=`` among ``options`` makes a table whose rows its row events do not describe."""
     for option in options:
-        engine = unfollowable_engine(option.engine or "") if isinstance(option, TableOption) else None
-        if isinstance(option, TableOption) and engine is not None:
+        if isinstance(option, TableOption) and (engine := unfollowable_engine(option.engine or "")):
             return f"{option.text}: the table {UNFOLLOWABLE_ENGINES[engine]}"
     return None
 

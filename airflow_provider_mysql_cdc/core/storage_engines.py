@@ -25,8 +25,6 @@ UNFOLLOWABLE_ENGINES = {
 }
 #: Other names of those engines in ``ENGINE=``.
 _ENGINE_ALIASES = {"MERGE": "MRG_MYISAM"}
-#: The engines of :data:`UNFOLLOWABLE_ENGINES`, as ``information_schema.TABLES.ENGINE`` names them.
-ROWLESS_ENGINES = tuple(UNFOLLOWABLE_ENGINES)
 
 
 def unfollowable_engine(engine: str) -> str | None:
@@ -35,7 +33,7 @@ def unfollowable_engine(engine: str) -> str | None:
     return name if name in UNFOLLOWABLE_ENGINES else None
 
 
-def rowless_engine_reason(table_name: str, engine: str) -> str:
+def unfollowable_engine_reason(table_name: str, engine: str) -> str:
     """Why a table stored in one of :data:`UNFOLLOWABLE_ENGINES` cannot be replicated, and the fix."""
     why = UNFOLLOWABLE_ENGINES.get(unfollowable_engine(engine) or "", "keeps no rows")
     return (
@@ -90,7 +88,7 @@ def created_engine_problem(table_name: str, now: TableEngine | None, window_end_
     if now is None:
         return unknown_engine_reason("the table is gone from the server")
     if unfollowable_engine(now.engine) is not None:
-        return rowless_engine_reason(table_name, now.engine)
+        return unfollowable_engine_reason(table_name, now.engine)
     if now.changed_at is not None and now.changed_at > window_end_us // 1_000_000:
         return unknown_engine_reason("a statement after the window changed the table (its CREATE_TIME is later)")
     return None

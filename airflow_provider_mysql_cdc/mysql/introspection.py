@@ -21,7 +21,7 @@ from airflow_provider_mysql_cdc.core.preflight import (
     evaluate,
     sql_account,
 )
-from airflow_provider_mysql_cdc.core.storage_engines import ROWLESS_ENGINES, TableEngine
+from airflow_provider_mysql_cdc.core.storage_engines import UNFOLLOWABLE_ENGINES, TableEngine
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
@@ -186,10 +186,12 @@ def _visible_tables(connection: Connection[Any], source: MySqlConnectionConfig) 
     return [(str(db), str(table)) for db, table in rows]
 
 
-def rowless_tables(connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]) -> dict[str, str]:
+def tables_in_unfollowable_engines(
+    connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
+) -> dict[str, str]:
     """``db.table`` -> engine, for each of ``tables`` stored in an engine of
-    :data:`~airflow_provider_mysql_cdc.core.ddl_columns.ROWLESS_ENGINES`."""
-    engines = ", ".join(f"'{engine}'" for engine in ROWLESS_ENGINES)
+    :data:`~airflow_provider_mysql_cdc.core.storage_engines.UNFOLLOWABLE_ENGINES`."""
+    engines = ", ".join(f"'{engine}'" for engine in UNFOLLOWABLE_ENGINES)
     rows = query(
         connection,
         source,

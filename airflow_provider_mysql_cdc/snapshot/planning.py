@@ -24,7 +24,7 @@ from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD
 from airflow_provider_mysql_cdc.core.staging import cdc_seq
-from airflow_provider_mysql_cdc.core.storage_engines import merge_member_reason, rowless_engine_reason
+from airflow_provider_mysql_cdc.core.storage_engines import merge_member_reason, unfollowable_engine_reason
 from airflow_provider_mysql_cdc.core.types import DECIMAL128_MAX_PRECISION, INTEGER_TYPES, ColumnSpec
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import (
@@ -38,8 +38,8 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     merge_members,
     read_server_facts,
     require_named_tables,
-    rowless_tables,
     selected_tables,
+    tables_in_unfollowable_engines,
 )
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from airflow_provider_mysql_cdc.snapshot.request import (
@@ -411,8 +411,8 @@ def _unreadable_tables(
     (rows written through the MERGE table are logged as its own). Those tables wait alone; the others
     are snapshotted."""
     unreadable = {
-        table_name: rowless_engine_reason(table_name, engine)
-        for table_name, engine in rowless_tables(connection, source, tables).items()
+        table_name: unfollowable_engine_reason(table_name, engine)
+        for table_name, engine in tables_in_unfollowable_engines(connection, source, tables).items()
     }
     members = merge_members(connection, source)
     unreadable |= {
