@@ -31,6 +31,12 @@ class SslMode(str, enum.Enum):
             raise ConfigurationError(f"unknown ssl_mode {value!r}; use one of {choices}") from None
 
 
+#: What every connection to MySQL runs first (the source's, and a metadata store's on MySQL): a
+#: server-wide ``sql_select_limit`` (a session default a DBA may set) would cut every result, ``SHOW``
+#: statements included, to that many rows.
+MYSQL_SESSION_START = "SET SESSION sql_select_limit = 18446744073709551615"
+
+
 @dataclass(frozen=True)
 class MySqlConnectionConfig:
     """Everything needed to open a client or binlog connection. ``repr`` never shows the password."""

@@ -9,7 +9,7 @@ from typing import Any
 import pymysql
 from pymysql.connections import Connection
 
-from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig, SslMode
+from airflow_provider_mysql_cdc.core.connection import MYSQL_SESSION_START, MySqlConnectionConfig, SslMode
 from airflow_provider_mysql_cdc.errors import (
     MySqlAuthenticationError,
     MySqlQueryError,
@@ -58,14 +58,18 @@ def connect(config: MySqlConnectionConfig, **overrides: Any) -> Connection[Any]:
         raise MySqlQueryError(f"connecting to {config.address} failed: [{code}] {detail}") from None
     except OSError as exc:
         raise MySqlUnreachableError(f"cannot reach MySQL at {config.address}: {exc}") from None
-    if config.ssl_mode is not SslMode.DISABLED and config.ssl_mode is not SslMode.PREFERRED:
-        status = query(connection, config, "SHOW SESSION STATUS LIKE 'Ssl_cipher'")
-        if not status or not status[0][1]:
-            connection.close()
-            raise TerminalCdcError(
-                f"ssl_mode {config.ssl_mode.value} but the connection to {config.address} is not encrypted: "
-                "enable TLS on the server or lower ssl_mode"
-            )
+    try:
+        query(connection, config, MYSQL_SESSION_START)
+        if config.ssl_mode is not SslMode.DISABLED and config.ssl_mode is not SslMode.PREFERRED:
+            status = query(connection, config, "SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+            if not status or not status[0][1]:
+                raise TerminalCdcError(
+                    f"ssl_mode {config.ssl_mode.value} but the connection to {config.address} is not encrypted: "
+                    "enable TLS on the server or lower ssl_mode"
+                )
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from airflow_provider_mysql_cdc.core.connection import MYSQL_SESSION_START
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.errors import (
     FrontierConflictError,
@@ -148,6 +149,15 @@ def _parse_stored(text: str | None, what: str, column: str, restore_from: str) -
         ) from None
 
 
+def _start_mysql_session(dbapi_connection: Any, _record: Any) -> None:
+    """A metadata store on MySQL reads every row whatever the server's session defaults."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(MYSQL_SESSION_START)
+    finally:
+        cursor.close()
+
+
 class FrontierStore(SchemaRecords, ServerObservations):
     """Access to the metadata tables through one SQLAlchemy engine."""
 
@@ -158,7 +168,10 @@ class FrontierStore(SchemaRecords, ServerObservations):
     @classmethod
     def from_url(cls, url: str) -> FrontierStore:
         """A store on any SQLAlchemy URL (``sqlite:////path/cdc.db``, ``postgresql+psycopg2://...``)."""
-        return cls(sa.create_engine(url, future=True, pool_pre_ping=True))
+        engine = sa.create_engine(url, future=True, pool_pre_ping=True)
+        if engine.dialect.name == "mysql":
+            sa.event.listen(engine, "connect", _start_mysql_session)
+        return cls(engine)
 
     def __repr__(self) -> str:
         return f"FrontierStore({self.location!r})"

@@ -85,7 +85,9 @@ snapshot_chunks_table = sa.Table(
     metadata,
     sa.Column("pipeline", sa.String(200), primary_key=True),
     sa.Column("snapshot_id", sa.String(200), primary_key=True),
-    sa.Column("table_name", sa.String(400), primary_key=True),
+    # 300, not 400 as elsewhere: MySQL keys hold at most 3072 bytes (768 utf8mb4 characters); a
+    # ``db.table`` name is at most 129 characters
+    sa.Column("table_name", sa.String(300), primary_key=True),
     sa.Column("chunk_no", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("chunk", sa.Text, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),

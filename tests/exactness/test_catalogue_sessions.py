@@ -14,11 +14,13 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 
+import pymysql
 import pytest
 
 from airflow_provider_mysql_cdc.core.storage_engines import UNKNOWN_ENGINE_REASON
 from airflow_provider_mysql_cdc.core.windows import CutoffRule
 from airflow_provider_mysql_cdc.staging import Staging
+from tests.exactness.conftest import global_variable
 from tests.exactness.harness import ExactnessPipeline
 from tests.exactness.scenario import binlog_event_types, binlog_events, binlog_position, drive, fill, run_windows
 
@@ -552,3 +554,32 @@ def test_a_table_given_another_engine_after_the_window_that_created_it_waits(pip
     pipeline.run_window()  # the ALTER, and the snapshot that takes gap
     assert not pipeline.rebuilding, pipeline.rebuilding
     pipeline.assert_exact([(database, "orders"), (database, "gap")])
+
+
+# -- server-wide session defaults -----------------------------------------------------------------------
+
+
+def test_a_server_wide_sql_select_limit_cuts_nothing_the_pipeline_reads(pipeline_for: NewPipeline) -> None:
+    """``SET GLOBAL sql_select_limit = 3`` makes every new session's results (``SHOW`` included) at most
+    three rows: the preflight's variables, the snapshot's chunks, the capture's lookups. Every connection
+    of the pipeline sets its own limit back, so snapshot and windows read every row."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.keyed (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.keyed VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 21)),
+        "CREATE TABLE {db}.bag (v INT)",
+        "INSERT INTO {db}.bag VALUES " + ", ".join(f"({i % 4})" for i in range(20)),
+    )
+    database = pipeline.databases[0]
+    with global_variable(pipeline.server, "sql_select_limit", 3):
+        with pymysql.connect(**pipeline.server.admin.pymysql_kwargs()) as raw, raw.cursor() as cursor:
+            cursor.execute(f"SELECT id FROM `{database}`.keyed")  # a session that does not set its own
+            assert cursor.fetchall() == ((1,), (2,), (3,))
+        pipeline.snapshot()
+        pipeline.run_window()
+        pipeline.sql(
+            f"CREATE TABLE `{database}`.made (id INT PRIMARY KEY, v INT)",
+            f"INSERT INTO `{database}`.made VALUES " + ", ".join(f"({i}, {i})" for i in range(10)),
+            f"UPDATE `{database}`.keyed SET v = v + 100",
+        )
+        pipeline.run_window()
+    pipeline.assert_exact()
