@@ -37,6 +37,14 @@ connecting, the dump command's framing, table maps and row decoding.
   that run to the end of an event (``read_available``, the table map's optional metadata) expect a
   checksum.
 
+* **Checksums.** The library decides once, from ``binlog_checksum`` when it connects, whether every
+  event ends with a 4-byte CRC32, but each binlog file is written with the setting in force when it
+  was opened (changing ``binlog_checksum`` rotates the binlog). A window reading a file written with
+  the other setting misread its events (the capture stopped with "WriteRowsEvent outside a
+  transaction"). The reader asks for each file's ``Format_description`` event and
+  :meth:`SingleConnectionStreamReader.follow_file_checksum` reads that file's events by its own
+  setting.
+
 Every change to the library (the hooks above and the table-map parsing repairs of
 :mod:`~airflow_provider_mysql_cdc.decoding.library_fixes`) is made by :func:`install_library_fixes`,
 which ``BinlogReader.open`` calls; nothing is patched at import time. Code that reads table maps
@@ -54,6 +62,7 @@ from pymysqlreplication.binlogstream import BinLogStreamReader
 from pymysqlreplication.event import (
     BinLogEvent,
     ExecuteLoadQueryEvent,
+    FormatDescriptionEvent,
     GtidEvent,
     HeartbeatLogEvent,
     NotImplementedEvent,
@@ -165,6 +174,11 @@ class SingleConnectionStreamReader(BinLogStreamReader):  # type: ignore[misc]
         self._connected_once = True
         super()._BinLogStreamReader__connect_to_stream()
 
+    def follow_file_checksum(self, event: FormatDescriptionEvent) -> None:
+        """Read the events after ``event`` (the ``Format_description`` event that starts each binlog
+        file) with or without the 4-byte checksum as that file was written (see the module docstring)."""
+        self._BinLogStreamReader__use_checksum = event.checksum_algorithm == _CRC32
+
     def payload_events(self, body: memoryview) -> Iterator[Any]:
         """The library's events for the events inside one ``Transaction_payload_event`` body, built
         from packets as ``fetchone`` builds the stream's (table maps go to ``table_map``; events
@@ -208,6 +222,8 @@ def release_event(event: Any) -> None:
         wrapper.event = None
 
 
+#: The ``Format_description`` event's checksum algorithm byte for CRC32 (0 is none).
+_CRC32 = 1
 #: Stands in for the checksum the library's readers expect at the end of an event (see the module docstring).
 _CHECKSUM_FILLER = b"\x00" * 4
 
@@ -229,6 +245,7 @@ STREAM_EVENTS = (
     RotateEvent,
     HeartbeatLogEvent,
     NotImplementedEvent,  # compressed transactions, and anonymous ones to refuse instead of skipping them
+    FormatDescriptionEvent,  # each binlog file's own checksum setting
 )
 
 

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import pymysql
 from pymysqlreplication.event import (
     ExecuteLoadQueryEvent,
+    FormatDescriptionEvent,
     GtidEvent,
     HeartbeatLogEvent,
     QueryEvent,
@@ -333,6 +334,15 @@ class BinlogReader:
             code, text = _error_code_and_text(exc, self._config)
             if code == _FATAL_ERROR_READING_BINLOG and "purged" in text.lower():
                 raise self._purged_error(server_message=text) from None
+            if code == _FATAL_ERROR_READING_BINLOG and "checksum" in text.lower():
+                read_to = self._last_gtid or self._after
+                raise BinlogStreamError(
+                    f"the binlog stream from {self._config.address} failed after {read_to}: [{code}] {text}. The "
+                    "binlog files still to read were written with binlog_checksum = CRC32, and a reader connected "
+                    "while the server's binlog_checksum is NONE cannot ask for them. "
+                    "Set it back (SET PERSIST binlog_checksum = 'CRC32') and run the capture again: it reads files "
+                    "written under either setting"
+                ) from None
             if code in _LOST_CONNECTION:
                 raise self._lost(text) from None
             raise BinlogStreamError(f"the binlog stream from {self._config.address} failed: [{code}] {text}") from None
@@ -362,6 +372,9 @@ class BinlogReader:
         elif isinstance(event, RotateEvent):
             self._binlog_file = str(event.next_binlog)
             yield Rotate(self._binlog_file, int(event.position))
+        elif isinstance(event, FormatDescriptionEvent):
+            assert self._stream is not None
+            self._stream.follow_file_checksum(event)
         elif isinstance(event, XAPrepareEvent):
             raise BinlogStreamError(
                 f"XA transaction {self._open_gtid} found: XA PREPARE/COMMIT transactions are not supported"

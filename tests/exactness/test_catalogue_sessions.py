@@ -21,7 +21,7 @@ from airflow_provider_mysql_cdc.core.storage_engines import UNKNOWN_ENGINE_REASO
 from airflow_provider_mysql_cdc.core.windows import CutoffRule
 from airflow_provider_mysql_cdc.staging import Staging
 from tests.exactness.conftest import global_variable
-from tests.exactness.harness import ExactnessPipeline
+from tests.exactness.harness import ExactnessPipeline, WindowStopped
 from tests.exactness.scenario import binlog_event_types, binlog_events, binlog_position, drive, fill, run_windows
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
@@ -582,4 +582,36 @@ def test_a_server_wide_sql_select_limit_cuts_nothing_the_pipeline_reads(pipeline
             f"UPDATE `{database}`.keyed SET v = v + 100",
         )
         pipeline.run_window()
+    pipeline.assert_exact()
+
+
+def test_windows_across_a_binlog_checksum_change(pipeline_for: NewPipeline) -> None:
+    """``SET GLOBAL binlog_checksum`` rotates the binlog: each file keeps the setting it was opened
+    with. A window holding files of both settings is read exactly, each file by its own. While the
+    server's setting is NONE, a reader cannot ask for files written with CRC32: the capture stops with
+    the fix (set CRC32 again), and after it the window is read exactly."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.r (id INT PRIMARY KEY, v VARCHAR(20), d DOUBLE)", "INSERT INTO {db}.r VALUES (1, 'a', 1.5)"
+    )
+    database = pipeline.databases[0]
+    table = f"`{database}`.r"
+    pipeline.snapshot()
+    pipeline.run_window()
+    try:
+        pipeline.sql(f"INSERT INTO {table} VALUES (2, 'crc32', 2.5)", "SET GLOBAL binlog_checksum = NONE")
+        pipeline.sql(f"INSERT INTO {table} VALUES (3, 'none', 3.5)", f"UPDATE {table} SET v = 'none too' WHERE id = 1")
+        pipeline.sql("SET GLOBAL binlog_checksum = CRC32", f"DELETE FROM {table} WHERE id = 2")
+        assert len(pipeline.sql("SHOW BINARY LOGS")) >= 3  # each change opened a new file
+        pipeline.run_window()
+        pipeline.assert_exact()
+        pipeline.sql(f"INSERT INTO {table} VALUES (4, 'crc32 again', 4.5)", "SET GLOBAL binlog_checksum = NONE")
+        pipeline.sql(f"INSERT INTO {table} VALUES (5, 'none again', 5.5)")
+        with pytest.raises(WindowStopped) as stopped:
+            pipeline.run_window()
+        (error,) = stopped.value.errors
+        assert (error.stage, error.error_class) == ("capture", "BinlogStreamError"), error
+        assert "SET PERSIST binlog_checksum = 'CRC32'" in error.message, error.message
+    finally:
+        pipeline.sql("SET GLOBAL binlog_checksum = CRC32")
+    pipeline.run_window()
     pipeline.assert_exact()
