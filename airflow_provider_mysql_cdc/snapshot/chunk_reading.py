@@ -343,7 +343,10 @@ def _stream_rows(
             f"[{error_code(exc)}] {error_text(exc, source)}"
         ) from None
     except UnmappableTextError as exc:
-        raise UnmappableTextError(f"snapshot of {table_name} (chunk {chunk.chunk_no}), column {exc}") from None
+        raise UnmappableTextError(
+            f"pipeline {request.pipeline!r}, run {request.run_id!r}: snapshot of {table_name} (chunk "
+            f"{chunk.chunk_no}), column {exc}"
+        ) from None
     if rows == 0:
         writer.ensure_file(chunk.database, chunk.table, version, schema)
     return info, rows

@@ -145,6 +145,7 @@ def test_a_value_mysql_cannot_convert_stops_the_snapshot_and_the_window_by_name(
     assert (
         f"snapshot of {database}.legacy (chunk 0), column note: a value holds the cp1250 bytes 0x81" in error.message
     ), error.message
+    assert error.message.startswith(f"pipeline {pipeline.name!r}, run {pipeline.name + '-snapshot-0'!r}: "), error
 
     mysql_server.execute(f"UPDATE `{database}`.legacy SET note = X'4162' WHERE id = 1")
     pipeline.snapshot()
