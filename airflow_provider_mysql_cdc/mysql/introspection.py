@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import UnparsedDdl
@@ -21,7 +22,7 @@ from airflow_provider_mysql_cdc.core.preflight import (
     evaluate,
     sql_account,
 )
-from airflow_provider_mysql_cdc.core.storage_engines import UNFOLLOWABLE_ENGINES, TableEngine
+from airflow_provider_mysql_cdc.core.storage_engines import UNFOLLOWABLE_ENGINES, TableEngine, unfollowable_engine
 from airflow_provider_mysql_cdc.core.windows import TableSelection
 from airflow_provider_mysql_cdc.errors import (
     ConfigurationError,
@@ -186,38 +187,33 @@ def _visible_tables(connection: Connection[Any], source: MySqlConnectionConfig) 
     return [(str(db), str(table)) for db, table in rows]
 
 
-def tables_in_unfollowable_engines(
-    connection: Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
-) -> dict[str, str]:
-    """``db.table`` -> engine, for each of ``tables`` stored in an engine of
+def tables_in_unfollowable_engines(connection: Connection[Any], source: MySqlConnectionConfig) -> dict[TableName, str]:
+    """Table -> engine, for every base table on the server stored in an engine of
     :data:`~airflow_provider_mysql_cdc.core.storage_engines.UNFOLLOWABLE_ENGINES`."""
     engines = ", ".join(f"'{engine}'" for engine in UNFOLLOWABLE_ENGINES)
     rows = query(
         connection,
         source,
         "SELECT TABLE_SCHEMA, TABLE_NAME, ENGINE FROM information_schema.TABLES "
-        f"WHERE TABLE_TYPE = 'BASE TABLE' AND UPPER(ENGINE) IN ({engines})",
+        f"WHERE TABLE_TYPE = 'BASE TABLE' AND UPPER(ENGINE) IN ({engines}) ORDER BY TABLE_SCHEMA, TABLE_NAME",
     )
-    wanted = set(tables)
-    return {f"{db}.{table}": str(engine) for db, table, engine in rows if f"{db}.{table}" in wanted}
+    return {TableName(str(db), str(table)): str(engine) for db, table, engine in rows}
 
 
-def merge_members(connection: Connection[Any], source: MySqlConnectionConfig) -> dict[str, str]:
-    """``db.table`` -> the MERGE table (``db.table``) whose ``UNION`` names it, for every MERGE table on the
-    server (its ``SHOW CREATE TABLE``)."""
-    rows = query(
-        connection,
-        source,
-        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-        "WHERE TABLE_TYPE = 'BASE TABLE' AND UPPER(ENGINE) = 'MRG_MYISAM' ORDER BY TABLE_SCHEMA, TABLE_NAME",
-    )
+def merge_members(
+    connection: Connection[Any], source: MySqlConnectionConfig, engines: Mapping[TableName, str]
+) -> dict[str, str]:
+    """``db.table`` -> the MERGE table (``db.table``) whose ``UNION`` names it, for every MERGE table among
+    ``engines`` (as :func:`tables_in_unfollowable_engines` gives them; read from each one's
+    ``SHOW CREATE TABLE``)."""
     members: dict[str, str] = {}
-    for database, table in rows:
-        quoted = f"`{str(database).replace('`', '``')}`.`{str(table).replace('`', '``')}`"
-        create = str(query(connection, source, f"SHOW CREATE TABLE {quoted}")[0][1])
-        statement = parse_ddl(create, str(database))
+    for merge, engine in engines.items():
+        if unfollowable_engine(engine) != "MRG_MYISAM":
+            continue
+        show = f"SHOW CREATE TABLE {quote_identifier(merge.database)}.{quote_identifier(merge.table)}"
+        statement = parse_ddl(str(query(connection, source, show)[0][1]), merge.database)
         for member in (statement.tables or ())[1:] if isinstance(statement, UnparsedDdl) else ():
-            members.setdefault(str(member), f"{database}.{table}")
+            members.setdefault(str(member), str(merge))
     return members
 
 

@@ -410,14 +410,15 @@ def _unreadable_tables(
     (``BLACKHOLE`` keeps none; a ``MERGE`` table shows its UNION's), or that is in a MERGE table's UNION
     (rows written through the MERGE table are logged as its own). Those tables wait alone; the others
     are snapshotted."""
-    unreadable = {
-        table_name: unfollowable_engine_reason(table_name, engine)
-        for table_name, engine in tables_in_unfollowable_engines(connection, source, tables).items()
-    }
-    members = merge_members(connection, source)
-    unreadable |= {
-        name: merge_member_reason(name, members[name]) for name in tables if name in members and name not in unreadable
-    }
+    engines = tables_in_unfollowable_engines(connection, source)
+    members = merge_members(connection, source, engines)
+    engine_of = {str(table): engine for table, engine in engines.items()}
+    unreadable: dict[str, str] = {}
+    for table_name in tables:
+        if table_name in engine_of:
+            unreadable[table_name] = unfollowable_engine_reason(table_name, engine_of[table_name])
+        elif table_name in members:
+            unreadable[table_name] = merge_member_reason(table_name, members[table_name])
     for table_name in [name for name in tables if name not in unreadable]:
         try:
             column_specs_from_information_schema(connection, source, *split_table_name(table_name))
