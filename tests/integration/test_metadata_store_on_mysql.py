@@ -10,6 +10,7 @@ import pytest
 
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
+from tests.exactness.conftest import global_variable
 from tests.mysql_servers import MySqlTestServer
 
 pytestmark = pytest.mark.mysql
@@ -29,9 +30,7 @@ def store_url(mysql_server: MySqlTestServer) -> Iterator[str]:
 def test_a_server_wide_select_limit_cuts_no_window_list(mysql_server: MySqlTestServer, store_url: str) -> None:
     store = FrontierStore.from_url(store_url)
     store.register_pipeline("p", GtidSet.parse(f"{U}:1-5"))
-    before = mysql_server.execute("SELECT @@GLOBAL.sql_select_limit")[0][0]
-    mysql_server.execute("SET GLOBAL sql_select_limit = 2")
-    try:
+    with global_variable(mysql_server, "sql_select_limit", 2):
         with pymysql.connect(**mysql_server.admin.pymysql_kwargs()) as raw, raw.cursor() as cursor:
             cursor.execute("SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3")
             assert len(cursor.fetchall()) == 2  # what a session that does not set its own limit reads
@@ -39,5 +38,3 @@ def test_a_server_wide_select_limit_cuts_no_window_list(mysql_server: MySqlTestS
         for window_id in range(1, 5):
             limited.plan_window("p", window_id, f"run-{window_id}", GtidSet.parse(f"{U}:1-5"), "catch_up", "")
         assert [window.window_id for window in limited.list_windows("p")] == [1, 2, 3, 4]
-    finally:
-        mysql_server.execute(f"SET GLOBAL sql_select_limit = {int(before)}")
