@@ -214,6 +214,7 @@ class SchemaTracker:
         record: bool,
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
         created_engine_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
+        cascade_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
         lower_case_names: bool = False,
     ) -> None:
         self.store = store
@@ -228,6 +229,10 @@ class SchemaTracker:
         #: followed, or None (``core.storage_engines.created_engine_problem``): the session's
         #: default_storage_engine or a LIKE source's engine chose it, which the binlog does not carry.
         self.created_engine_problem = created_engine_problem
+        #: Why a table a statement (the table, the statement's seq) gives a foreign key whose ON DELETE/ON
+        #: UPDATE changes its rows cannot be followed, or None (``core.foreign_keys``): the server does not
+        #: log the rows its cascades change.
+        self.cascade_problem = cascade_problem
         #: The server runs with ``lower_case_table_names=1``: it stores and compares database and table
         #: names in lower case, while a statement's text keeps the case it was written in.
         self.lower_case_names = lower_case_names
@@ -349,10 +354,10 @@ class SchemaTracker:
         if named is not None and not any(self._selected(ref) for ref in named):
             return StatementOutcome()  # about other tables only
         text = sql.strip()[:300]
-        engine_problem = self._engine_problem(statement, seq)
-        if engine_problem is not None:
-            ref, problem = engine_problem
-            return StatementOutcome((self.rebuild(ref, seq, gtid, f"{problem} (by: {text})"),), (), True)
+        problem = self._engine_problem(statement, seq) or self._cascade_problem(statement, seq)
+        if problem is not None:
+            ref, why = problem
+            return StatementOutcome((self.rebuild(ref, seq, gtid, f"{why} (by: {text})"),), (), True)
         if isinstance(statement, UnparsedDdl):
             touched = [ref for ref in (named or tuple(self.tables)) if self._selected(ref)]
             reason = f"statement not followed ({statement.reason}): {text}"
@@ -431,6 +436,18 @@ class SchemaTracker:
         ):
             return statement.table, unknown_engine_reason("an ALTER TABLE ... ENGINE= later in the window changed it")
         return None
+
+    def _cascade_problem(self, statement: DdlStatement, seq: int) -> tuple[TableRef, str] | None:
+        """The selected table a CREATE or ALTER TABLE gives a foreign key whose ON DELETE/ON UPDATE changes
+        its rows, and why it cannot be followed (None: it can, or the statement gives no such key)."""
+        if not isinstance(statement, CreateTable | AlterTable) or not statement.cascading_foreign_key:
+            return None
+        if isinstance(statement, CreateTable) and statement.temporary:
+            return None
+        if not self._selected(statement.table):
+            return None
+        problem = self.cascade_problem(statement.table, seq)
+        return None if problem is None else (statement.table, problem)
 
     def _named_tables(self, statement: DdlStatement) -> tuple[TableRef, ...] | None:
         """The tables a statement names (None: every table of a database, or unknown)."""

@@ -30,7 +30,13 @@ from airflow_provider_mysql_cdc.capture.table_versions import (
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl_statements import TableRef
+from airflow_provider_mysql_cdc.core.foreign_keys import (
+    UNLOGGED_CASCADE_REASON,
+    cascading_child_reason,
+    unlogged_cascades,
+)
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.core.preflight import ServerVersion
 from airflow_provider_mysql_cdc.core.schema_events import (
     COLUMN_ADDED,
     COLUMN_DROPPED,
@@ -96,6 +102,7 @@ class WindowReader:
         handoffs: HandoffRules,
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
         created_engine_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
+        cascade_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
         *,
         lower_case_names: bool = False,
     ) -> None:
@@ -113,6 +120,7 @@ class WindowReader:
             record=not window.is_published,
             database_defaults=database_defaults,
             created_engine_problem=created_engine_problem,
+            cascade_problem=cascade_problem,
             lower_case_names=lower_case_names,
         )
         self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
@@ -541,6 +549,7 @@ def read_window(
         handoffs,
         _database_defaults(source),
         engine_problem,
+        _cascade_problems(store, request.pipeline, window, server),
         lower_case_names=lower_case_names,
     )
     if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
@@ -586,12 +595,7 @@ def _created_engine_problems(
     recorded rebuild requests), so a table given another engine since (the fix the reason suggests)
     reads the same."""
     if window.is_published:
-        recorded = {
-            (request.table_name, request.seq): request.reason.split(" (by: ", 1)[0]
-            for request in store.rebuild_requests(pipeline)
-            if request.window_id == window.window_id and request.reason.startswith(CREATED_ENGINE_REASONS)
-        }
-        return lambda ref, seq: recorded.get((str(ref), seq))
+        return _recorded_problems(store, pipeline, window, CREATED_ENGINE_REASONS)
     # A catch_up window holds what was committed when the server was read; a data_interval one stops there
     # too, or at its interval's end before it.
     window_end_us = min(server.now_us, bound.before_us or server.now_us)
@@ -602,6 +606,37 @@ def _created_engine_problems(
         return created_engine_problem(str(ref), now, window_end_us)
 
     return problem
+
+
+def _cascade_problems(
+    store: FrontierStore, pipeline: str, window: WindowRecord, server: ServerState
+) -> Callable[[TableRef, int], str | None]:
+    """Why a table a statement gives a foreign key whose ON DELETE/ON UPDATE changes its rows cannot be
+    followed, or None (:func:`~airflow_provider_mysql_cdc.core.foreign_keys.cascading_child_reason`: the
+    server does not log the rows cascades change). A published window read again repeats what its first
+    read found, so a server restarted since with cascades logged (the fix the reason suggests) reads the same."""
+    if window.is_published:
+        return _recorded_problems(store, pipeline, window, (UNLOGGED_CASCADE_REASON,))
+    facts = server.facts
+    unlogged = unlogged_cascades(
+        ServerVersion.parse(facts.version, facts.version_comment), facts.variables.get("innodb_native_foreign_keys")
+    )
+    if unlogged is None:
+        return lambda ref, seq: None
+    return lambda ref, seq: cascading_child_reason(str(ref), unlogged)
+
+
+def _recorded_problems(
+    store: FrontierStore, pipeline: str, window: WindowRecord, reasons: tuple[str, ...]
+) -> Callable[[TableRef, int], str | None]:
+    """(table, seq) -> the reason the first read of a published window recorded for that table at that
+    statement, among the rebuild requests whose reason starts with one of ``reasons``."""
+    recorded = {
+        (request.table_name, request.seq): request.reason.split(" (by: ", 1)[0]
+        for request in store.rebuild_requests(pipeline)
+        if request.window_id == window.window_id and request.reason.startswith(reasons)
+    }
+    return lambda ref, seq: recorded.get((str(ref), seq))
 
 
 def _purged_but_in_snapshots(

@@ -67,7 +67,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     UnknownAction,
     UnparsedDdl,
 )
-from airflow_provider_mysql_cdc.core.ddl_tokens import END, NAME, WORD, SqlMode, TokenCursor, tokenize
+from airflow_provider_mysql_cdc.core.ddl_tokens import END, NAME, WORD, SqlMode, Token, TokenCursor, tokenize
 from airflow_provider_mysql_cdc.core.storage_engines import UNFOLLOWABLE_ENGINES, unfollowable_engine
 from airflow_provider_mysql_cdc.errors import DdlSyntaxError
 
@@ -156,7 +156,10 @@ class _Parser:
         }
         if word in handlers:
             cursor.next()
-            return handlers[word]()
+            statement = handlers[word]()
+            if isinstance(statement, CreateTable | AlterTable) and _gives_cascading_foreign_key(cursor.tokens):
+                return dataclasses.replace(statement, cascading_foreign_key=True)
+            return statement
         if word in _OTHER_STATEMENTS:
             return OtherDdl(self.rest_text())
         if word in _DATA_STATEMENTS:
@@ -601,6 +604,23 @@ def _merge_union(default_database: str, options: Sequence[AlterAction]) -> tuple
         if isinstance(option, TableOption)
         for qualifier, name in option.union
     )
+
+
+def _gives_cascading_foreign_key(tokens: Sequence[Token]) -> bool:
+    """A ``REFERENCES`` clause (of a ``FOREIGN KEY``, or of a column: MySQL 9 makes both foreign keys)
+    with ``ON DELETE``/``ON UPDATE`` ``CASCADE``, ``SET NULL`` or ``SET DEFAULT``. Those words are reserved,
+    so unquoted they are nothing else in a CREATE or ALTER TABLE."""
+    referenced = False
+    for index, token in enumerate(tokens):
+        referenced = referenced or token.is_word("REFERENCES")
+        if not (referenced and token.is_word("ON") and index + 2 < len(tokens)):
+            continue
+        event, action, then = tokens[index + 1], tokens[index + 2], tokens[index + 3 : index + 4]
+        if event.is_word("DELETE", "UPDATE") and (
+            action.is_word("CASCADE") or (action.is_word("SET") and bool(then) and then[0].is_word("NULL", "DEFAULT"))
+        ):
+            return True
+    return False
 
 
 def parse_ddl(sql: str, default_database: str, *, sql_mode: SqlMode | int | str | None = None) -> DdlStatement:

@@ -273,14 +273,19 @@ class CreateTable:
     #: session's ``default_storage_engine``, which the binlog does not carry, then decides; with ``LIKE``,
     #: the source's engine).
     engine: str | None = None
+    #: It gives the table a foreign key whose ``ON DELETE``/``ON UPDATE`` changes the table's rows
+    #: (``CASCADE``, ``SET NULL``, ``SET DEFAULT``; ``core.foreign_keys``).
+    cascading_foreign_key: bool = False
 
 
 @dataclass(frozen=True)
 class AlterTable:
-    """``ALTER TABLE t action, ...``."""
+    """``ALTER TABLE t action, ...``; ``cascading_foreign_key``: it adds a foreign key whose ``ON DELETE``/
+    ``ON UPDATE`` changes the table's rows (``CASCADE``, ``SET NULL``, ``SET DEFAULT``)."""
 
     table: TableRef
     actions: tuple[AlterAction, ...]
+    cascading_foreign_key: bool = False
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ CHECKED_VARIABLES = (
     "lower_case_table_names",
     "log_replica_updates",
     "log_slave_updates",
+    "innodb_native_foreign_keys",
 )
 
 _SYSTEM_SCHEMAS = frozenset({"mysql", "sys", "information_schema", "performance_schema"})

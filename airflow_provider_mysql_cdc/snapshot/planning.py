@@ -21,6 +21,7 @@ from airflow_provider_mysql_cdc.core.chunks import (
     quote_identifier,
 )
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
+from airflow_provider_mysql_cdc.core.foreign_keys import cascading_child_reason
 from airflow_provider_mysql_cdc.core.preflight import TableName, sql_account
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD
 from airflow_provider_mysql_cdc.core.staging import cdc_seq
@@ -35,11 +36,13 @@ from airflow_provider_mysql_cdc.errors import (
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, error_code, query, query_value
 from airflow_provider_mysql_cdc.mysql.introspection import (
+    cascading_foreign_key_children,
     merge_members,
     read_server_facts,
     require_named_tables,
     selected_tables,
     tables_in_unfollowable_engines,
+    unlogged_foreign_key_cascades,
 )
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from airflow_provider_mysql_cdc.snapshot.request import (
@@ -408,17 +411,22 @@ def _unreadable_tables(
     """``db.table`` -> why, for each table whose columns cannot be staged (a column type or character set
     the provider has no conversion for), whose storage engine's rows its row events do not describe
     (``BLACKHOLE`` keeps none; a ``MERGE`` table shows its UNION's), or that is in a MERGE table's UNION
-    (rows written through the MERGE table are logged as its own). Those tables wait alone; the others
-    are snapshotted."""
+    (rows written through the MERGE table are logged as its own), or whose rows a foreign key's cascade
+    changes on a server that does not log those changes. Those tables wait alone; the others are
+    snapshotted."""
     engines = tables_in_unfollowable_engines(connection, source)
     members = merge_members(connection, source, engines)
     engine_of = {str(table): engine for table, engine in engines.items()}
+    unlogged = unlogged_foreign_key_cascades(connection, source)
+    children = cascading_foreign_key_children(connection, source) if unlogged is not None else set()
     unreadable: dict[str, str] = {}
     for table_name in tables:
         if table_name in engine_of:
             unreadable[table_name] = unfollowable_engine_reason(table_name, engine_of[table_name])
         elif table_name in members:
             unreadable[table_name] = merge_member_reason(table_name, members[table_name])
+        elif unlogged is not None and table_name in children:
+            unreadable[table_name] = cascading_child_reason(table_name, unlogged)
     for table_name in [name for name in tables if name not in unreadable]:
         try:
             column_specs_from_information_schema(connection, source, *split_table_name(table_name))

@@ -11,17 +11,19 @@ compared with MySQL after the snapshot and after every window.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.staging import Staging
+from tests.conftest import INSTANCE_PREFIX
 from tests.exactness.harness import ExactnessPipeline, WindowRecord, WindowStopped
 from tests.exactness.scenario import drive, run_windows
-from tests.mysql_servers import MySqlTestServer
+from tests.mysql_servers import MySqlTestServer, running_local
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -266,3 +268,94 @@ def test_merge_tables_and_the_tables_of_their_union_wait_alone(pipeline_for: New
     pipeline.run_window()  # the snapshot that takes t1 and t3 again
     assert not pipeline.rebuilding, pipeline.rebuilding
     pipeline.assert_exact()
+
+
+@pytest.fixture(scope="module")
+def innodb_cascades_mysql() -> Iterator[MySqlTestServer]:
+    """A server started with ``innodb_native_foreign_keys=ON`` (read-only, so set at start): InnoDB runs
+    foreign-key cascades itself and the binlog holds none of the rows they change, as on every MySQL
+    before 9.6."""
+    with running_local(f"{INSTANCE_PREFIX}-innodb-cascades", {"innodb_native_foreign_keys": "ON"}) as server:
+        yield server
+
+
+def test_children_of_cascading_foreign_keys_wait_alone_where_cascades_are_not_logged(
+    innodb_cascades_mysql: MySqlTestServer, spark: Any, tmp_path: Path
+) -> None:
+    """Where InnoDB runs cascades (``innodb_native_foreign_keys=ON``; MySQL before 9.6) a parent's delete
+    is logged without the child rows its ``ON DELETE CASCADE`` deletes. A table with a foreign key whose
+    ``ON DELETE``/``ON UPDATE`` changes its rows (``CASCADE``, ``SET NULL``) waits alone, the reason
+    naming the setting: there before the snapshot, or given such a key in a window (a CREATE with a
+    column's ``REFERENCES``, an ALTER ... ADD FOREIGN KEY: its target, left from before, then stops its
+    apply). A ``RESTRICT`` key changes no child row and is followed; a table whose key is dropped is
+    snapshotted again and equals MySQL from then on. A published window read again reads the same."""
+    server = innodb_cascades_mysql
+    database = "ex_innodb_cascades"
+    server.execute(
+        f"DROP DATABASE IF EXISTS `{database}`",
+        f"CREATE DATABASE `{database}`",
+        f"USE `{database}`",
+        "CREATE TABLE parent (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE child (id INT PRIMARY KEY, parent_id INT, "
+        "CONSTRAINT child_parent FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE CASCADE)",
+        "CREATE TABLE kept (id INT PRIMARY KEY, parent_id INT, "
+        "FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE RESTRICT ON UPDATE NO ACTION)",
+        "CREATE TABLE items (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO parent VALUES (1, 1), (2, 2), (3, 3)",
+        "INSERT INTO child VALUES (10, 1), (11, 1), (20, 2)",
+        "INSERT INTO kept VALUES (30, 3)",
+        "INSERT INTO items VALUES (1, 1)",
+    )
+    pipeline = ExactnessPipeline(server, spark, tmp_path, database, [database])
+    staging = Staging(str(pipeline.engine.staging), pipeline.name)
+
+    def write(*statements: str) -> None:
+        pipeline.sql(*(statement.replace("{db}", f"`{database}`") for statement in statements))
+
+    pipeline.snapshot()
+    pipeline.run_window()
+    assert set(pipeline.rebuilding) == {f"{database}.child"}, pipeline.rebuilding
+    assert "innodb_native_foreign_keys=ON" in pipeline.rebuilding[f"{database}.child"]
+    assert not (pipeline.warehouse / database / "child").exists()
+    pipeline.assert_exact([(database, t) for t in ("parent", "kept", "items")])
+
+    # Keys given in the window, after the run's snapshot plan: the window's DDL tells.
+    write(
+        "DELETE FROM {db}.parent WHERE id = 1",  # deletes child 10 and 11: not logged
+        "CREATE TABLE {db}.log (id INT PRIMARY KEY, parent_id INT REFERENCES {db}.parent (id) ON UPDATE CASCADE)",
+        "INSERT INTO {db}.log VALUES (1, 2)",
+        "ALTER TABLE {db}.items ADD COLUMN parent_id INT, "
+        "ADD CONSTRAINT items_parent FOREIGN KEY (parent_id) REFERENCES {db}.parent (id) ON DELETE SET NULL",
+        "UPDATE {db}.items SET parent_id = 3",
+    )
+    assert pipeline.sql(f"SELECT id FROM `{database}`.child ORDER BY id") == [(20,)]
+    second = pipeline.apply_captured(pipeline.capture_next())
+    manifest = staging.read_window_manifest(second.window_id)
+    assert manifest is not None
+    waiting = dict(manifest.rebuilds_pending)
+    assert set(waiting) == {f"{database}.{t}" for t in ("child", "log", "items")}, waiting
+    for table, statement in (("log", "CREATE TABLE"), ("items", "ALTER TABLE")):
+        reason = waiting[f"{database}.{table}"]
+        assert "a foreign key's cascade changes its rows" in reason and f"(by: {statement}" in reason, waiting
+    pipeline.assert_exact([(database, t) for t in ("parent", "kept")])
+    again = pipeline.engine.capture(f"{pipeline.name}-run-2")  # a clear of the capture: the same window
+    assert again.window_id == second.window_id
+    reread = staging.read_window_manifest(second.window_id)
+    assert reread is not None and reread.to_json() == manifest.to_json()
+
+    # child's key dropped: the next run's snapshot takes it. items' target, left from before its ALTER,
+    # stops its apply; the other tables go on.
+    write(
+        "ALTER TABLE {db}.child DROP FOREIGN KEY child_parent",
+        "DELETE FROM {db}.kept",
+        "DELETE FROM {db}.parent WHERE id = 3",  # sets items.parent_id NULL: not logged
+        "INSERT INTO {db}.parent VALUES (4, 4)",
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.run_window()
+    assert [(e.stage, e.error_class, e.table) for e in stopped.value.errors] == [
+        ("apply", "RebuildPendingError", f"{database}.items")
+    ]
+    last = staging.read_window_manifest(pipeline.windows[-1].window_id)
+    assert last is not None and set(dict(last.rebuilds_pending)) == {f"{database}.log", f"{database}.items"}, last
+    pipeline.assert_exact([(database, t) for t in ("parent", "kept", "child")])
