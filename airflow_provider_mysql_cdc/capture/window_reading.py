@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
@@ -71,6 +71,7 @@ from airflow_provider_mysql_cdc.errors import (
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
+    cascading_foreign_key_children,
     selected_tables,
     table_engine,
 )
@@ -151,6 +152,13 @@ class WindowReader:
         self._started = time.monotonic()
 
     # -- per event ------------------------------------------------------------------------------
+
+    def wait_from_the_start(self, waits: Sequence[tuple[TableRef, str, str]]) -> None:
+        """Leave each table (the table, a GTID text, why) waiting for a fresh snapshot from the window's
+        first change on: none of its changes in the window is staged."""
+        seq = cdc_seq(self.window.window_id, 0)
+        for ref, gtid, why in waits:
+            self.schema_events.append(self.tracker.rebuild(ref, seq, gtid, why))
 
     def _next_seq(self) -> int:
         seq = cdc_seq(self.window.window_id, self.position)
@@ -552,6 +560,7 @@ def read_window(
         _cascade_problems(store, request.pipeline, window, server),
         lower_case_names=lower_case_names,
     )
+    state.wait_from_the_start(_unlogged_cascade_waits(source, store, request, window, server, state.tracker.pending))
     if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
         state.covered = _purged_but_in_snapshots(request, source, window, handoffs, server.gtid_purged)
     start = window.lower | state.covered
@@ -624,6 +633,50 @@ def _cascade_problems(
     if unlogged is None:
         return lambda ref, seq: None
     return lambda ref, seq: cascading_child_reason(str(ref), unlogged)
+
+
+#: The start of the reason of a table found waiting when a window is captured (see below).
+_FOUND_AT_CAPTURE = "found when the window was captured: "
+
+
+def _unlogged_cascade_waits(
+    source: MySqlConnectionConfig,
+    store: FrontierStore,
+    request: CaptureRequest,
+    window: WindowRecord,
+    server: ServerState,
+    waiting: Mapping[str, str],
+) -> list[tuple[TableRef, str, str]]:
+    """The selected tables not already ``waiting`` whose rows a foreign key's cascade changes on a server
+    that does not log those changes, each with a GTID text and the reason it waits from the window's
+    start: the server changed since the tables were snapshotted or given their keys (restarted with
+    ``innodb_native_foreign_keys=ON``, or a replica of an older MySQL promoted), so the window may lack
+    cascaded changes. A published window read again repeats what its first read found."""
+    if window.is_published:
+        return [
+            (TableRef(*r.table_name.split(".", 1)), r.gtid, r.reason)
+            for r in store.rebuild_requests(request.pipeline)
+            if r.window_id == window.window_id
+            and r.seq == cdc_seq(window.window_id, 0)
+            and r.reason.startswith(_FOUND_AT_CAPTURE)
+        ]
+    facts = server.facts
+    unlogged = unlogged_cascades(
+        ServerVersion.parse(facts.version, facts.version_comment), facts.variables.get("innodb_native_foreign_keys")
+    )
+    if unlogged is None:
+        return []
+    with connection_to(source) as connection:
+        children = cascading_foreign_key_children(connection, source)
+    return [
+        (
+            TableRef(child.database, child.table),
+            str(window.lower),
+            _FOUND_AT_CAPTURE + cascading_child_reason(str(child), unlogged),
+        )
+        for child in sorted(children, key=str)
+        if request.tables.matches(child.database, child.table) and str(child) not in waiting
+    ]
 
 
 def _recorded_problems(

@@ -11,7 +11,10 @@ followed from the binlog: it waits alone, with :func:`cascading_child_reason` as
 
 from __future__ import annotations
 
-from airflow_provider_mysql_cdc.core.preflight import ServerVersion
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_provider_mysql_cdc.core.preflight import ServerVersion
 
 #: Referential actions that change the child table's rows (``RESTRICT`` and ``NO ACTION`` change none).
 ROW_CHANGING_RULES = frozenset({"CASCADE", "SET NULL", "SET DEFAULT"})

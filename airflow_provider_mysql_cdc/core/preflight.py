@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from airflow_provider_mysql_cdc.core.foreign_keys import unlogged_cascades
+
 #: Below this ``binlog_expire_logs_seconds`` a warning is raised: a pipeline paused over a long
 #: weekend would find its binlogs purged.
 DEFAULT_MIN_BINLOG_RETENTION_SECONDS = 3 * 24 * 3600
@@ -228,6 +230,9 @@ class ServerFacts:
     #: Replication channels this server replicates through (``SHOW REPLICA STATUS`` rows; 0 when it is
     #: no replica or the status cannot be read).
     replica_channels: int = 0
+    #: The visible tables with a foreign key whose ``ON DELETE``/``ON UPDATE`` changes their rows (read
+    #: with the tables).
+    cascading_children: tuple[TableName, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -433,7 +438,31 @@ def evaluate(
         purpose = "to read it" if privilege == "SELECT" else "for the consistent snapshot"
         error("privileges", f"{account} lacks {privilege} on {names} ({purpose}){role_hint}", fix)
 
+    findings += _unlogged_cascade_findings(server, variables, facts, selected)
     return PreflightReport(server, account, tuple(findings), tuple(selected))
+
+
+def _unlogged_cascade_findings(
+    server: ServerVersion, variables: Mapping[str, str | None], facts: ServerFacts, selected: Sequence[TableName]
+) -> list[PreflightFinding]:
+    """The selected tables whose rows foreign-key cascades change on a server that does not log those
+    changes: they wait alone (``core.foreign_keys``)."""
+    unlogged = unlogged_cascades(server, variables.get("innodb_native_foreign_keys"))
+    cascading = set(facts.cascading_children)
+    children = [table for table in selected if table in cascading]
+    if unlogged is None or not children:
+        return []
+    return [
+        PreflightFinding(
+            "foreign_key_cascades",
+            Severity.WARNING,
+            f"the binlog does not hold the rows foreign-key cascades change ({unlogged}): "
+            f"{', '.join(str(table) for table in children)} have a foreign key whose ON DELETE or ON UPDATE "
+            "changes their rows, so they wait alone and are not replicated",
+            "Run MySQL 9.6 or later with innodb_native_foreign_keys=OFF (its default; it is read at start-up), "
+            "or make those keys' ON DELETE and ON UPDATE RESTRICT, or leave the tables out (exclude_tables).",
+        )
+    ]
 
 
 def _name_and_filter_findings(facts: ServerFacts, variables: Mapping[str, str | None]) -> list[PreflightFinding]:

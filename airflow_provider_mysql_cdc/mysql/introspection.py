@@ -47,6 +47,7 @@ def read_server_facts(connection: Connection[Any], config: MySqlConnectionConfig
     }
     grants = Grants.parse(str(row[0]) for row in query(connection, config, "SHOW GRANTS"))
     tables: tuple[TableName, ...] = ()
+    children: tuple[TableName, ...] = ()
     if with_tables:
         rows = query(
             connection,
@@ -56,6 +57,7 @@ def read_server_facts(connection: Connection[Any], config: MySqlConnectionConfig
             "ORDER BY TABLE_SCHEMA, TABLE_NAME",
         )
         tables = tuple(TableName(str(db), str(table)) for db, table in rows)
+        children = tuple(sorted(cascading_foreign_key_children(connection, config), key=str))
     server = ServerVersion.parse(str(version), str(comment or ""))
     do_db, ignore_db = _binlog_filters(connection, config, server)
     return ServerFacts(
@@ -68,6 +70,7 @@ def read_server_facts(connection: Connection[Any], config: MySqlConnectionConfig
         do_db,
         ignore_db,
         _replica_channels(connection, config, server),
+        children,
     )
 
 
@@ -228,8 +231,8 @@ def unlogged_foreign_key_cascades(connection: Connection[Any], source: MySqlConn
     )
 
 
-def cascading_foreign_key_children(connection: Connection[Any], source: MySqlConnectionConfig) -> set[str]:
-    """``db.table`` of every table with a foreign key whose ``ON DELETE`` or ``ON UPDATE`` changes its rows
+def cascading_foreign_key_children(connection: Connection[Any], source: MySqlConnectionConfig) -> set[TableName]:
+    """Every table with a foreign key whose ``ON DELETE`` or ``ON UPDATE`` changes its rows
     (:data:`~airflow_provider_mysql_cdc.core.foreign_keys.ROW_CHANGING_RULES`)."""
     rules = ", ".join(f"'{rule}'" for rule in sorted(ROW_CHANGING_RULES))
     rows = query(
@@ -238,7 +241,7 @@ def cascading_foreign_key_children(connection: Connection[Any], source: MySqlCon
         "SELECT CONSTRAINT_SCHEMA, TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS "
         f"WHERE DELETE_RULE IN ({rules}) OR UPDATE_RULE IN ({rules})",
     )
-    return {str(TableName(str(db), str(table))) for db, table in rows}
+    return {TableName(str(db), str(table)) for db, table in rows}
 
 
 def table_engine(

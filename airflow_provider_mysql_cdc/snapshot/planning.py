@@ -418,7 +418,7 @@ def _unreadable_tables(
     members = merge_members(connection, source, engines)
     engine_of = {str(table): engine for table, engine in engines.items()}
     unlogged = unlogged_foreign_key_cascades(connection, source)
-    children = cascading_foreign_key_children(connection, source) if unlogged is not None else set()
+    children = {str(table) for table in cascading_foreign_key_children(connection, source)} if unlogged else set()
     unreadable: dict[str, str] = {}
     for table_name in tables:
         if table_name in engine_of:

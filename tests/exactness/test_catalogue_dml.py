@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_mysql_cdc.mysql.client import connection_to
+from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
 from airflow_provider_mysql_cdc.staging import Staging
+from testbed.mysql import LocalMySQL
 from tests.conftest import INSTANCE_PREFIX
 from tests.exactness.harness import ExactnessPipeline, WindowRecord, WindowStopped
 from tests.exactness.scenario import drive, run_windows
@@ -271,38 +273,46 @@ def test_merge_tables_and_the_tables_of_their_union_wait_alone(pipeline_for: New
 
 
 @pytest.fixture(scope="module")
-def innodb_cascades_mysql() -> Iterator[MySqlTestServer]:
-    """A server started with ``innodb_native_foreign_keys=ON`` (read-only, so set at start): InnoDB runs
-    foreign-key cascades itself and the binlog holds none of the rows they change, as on every MySQL
-    before 9.6."""
-    with running_local(f"{INSTANCE_PREFIX}-innodb-cascades", {"innodb_native_foreign_keys": "ON"}) as server:
+def restarted_mysql() -> Iterator[MySqlTestServer]:
+    """A server of this module's own: it is restarted with other settings."""
+    with running_local(f"{INSTANCE_PREFIX}-fk-cascades") as server:
         yield server
 
 
-def test_children_of_cascading_foreign_keys_wait_alone_where_cascades_are_not_logged(
-    innodb_cascades_mysql: MySqlTestServer, spark: Any, tmp_path: Path
+def _restart_with(server: MySqlTestServer, settings: dict[str, str]) -> None:
+    """Stop the server (its data dir is kept) and start it again with ``settings``: the way to change a
+    read-only variable such as ``innodb_native_foreign_keys``."""
+    assert server.local is not None
+    assert server.local.stop() is True
+    LocalMySQL(server.local.name, port=server.local.port, settings=settings).start()
+
+
+def test_children_of_cascading_foreign_keys_wait_alone_while_cascades_are_not_logged(
+    restarted_mysql: MySqlTestServer, spark: Any, tmp_path: Path
 ) -> None:
-    """Where InnoDB runs cascades (``innodb_native_foreign_keys=ON``; MySQL before 9.6) a parent's delete
-    is logged without the child rows its ``ON DELETE CASCADE`` deletes. A table with a foreign key whose
-    ``ON DELETE``/``ON UPDATE`` changes its rows (``CASCADE``, ``SET NULL``) waits alone, the reason
-    naming the setting: there before the snapshot, or given such a key in a window (a CREATE with a
-    column's ``REFERENCES``, an ALTER ... ADD FOREIGN KEY: its target, left from before, then stops its
-    apply). A ``RESTRICT`` key changes no child row and is followed; a table whose key is dropped is
-    snapshotted again and equals MySQL from then on. A published window read again reads the same."""
-    server = innodb_cascades_mysql
-    database = "ex_innodb_cascades"
+    """MySQL 9.7 logs the rows a foreign key's cascade changes. Restarted with
+    ``innodb_native_foreign_keys=ON`` (InnoDB runs cascades, as on every MySQL before 9.6), it logs a
+    parent's delete without the child rows its ``ON DELETE CASCADE`` deletes. A table with a key whose
+    ``ON DELETE``/``ON UPDATE`` changes its rows (``CASCADE``, ``SET NULL``) then waits alone, the reason
+    naming the setting: found when a window is captured (its target, left from before, stops its apply;
+    the other tables go on), or given such a key by a window's DDL (here added and dropped again in the
+    window). A ``RESTRICT`` key changes no child row and is followed. A published window read again reads
+    the same. Restarted with cascades logged again, the next snapshot takes the tables and every table
+    equals MySQL."""
+    server = restarted_mysql
+    database = "ex_fk_cascades"
     server.execute(
         f"DROP DATABASE IF EXISTS `{database}`",
         f"CREATE DATABASE `{database}`",
         f"USE `{database}`",
         "CREATE TABLE parent (id INT PRIMARY KEY, v INT)",
         "CREATE TABLE child (id INT PRIMARY KEY, parent_id INT, "
-        "CONSTRAINT child_parent FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE CASCADE)",
+        "FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE CASCADE)",
         "CREATE TABLE kept (id INT PRIMARY KEY, parent_id INT, "
         "FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE RESTRICT ON UPDATE NO ACTION)",
         "CREATE TABLE items (id INT PRIMARY KEY, v INT)",
-        "INSERT INTO parent VALUES (1, 1), (2, 2), (3, 3)",
-        "INSERT INTO child VALUES (10, 1), (11, 1), (20, 2)",
+        "INSERT INTO parent VALUES (1, 1), (2, 2), (3, 3), (4, 4)",
+        "INSERT INTO child VALUES (10, 1), (11, 1), (20, 2), (40, 4)",
         "INSERT INTO kept VALUES (30, 3)",
         "INSERT INTO items VALUES (1, 1)",
     )
@@ -312,50 +322,63 @@ def test_children_of_cascading_foreign_keys_wait_alone_where_cascades_are_not_lo
     def write(*statements: str) -> None:
         pipeline.sql(*(statement.replace("{db}", f"`{database}`") for statement in statements))
 
+    def waiting(record: WindowRecord) -> dict[str, str]:
+        manifest = staging.read_window_manifest(record.window_id)
+        assert manifest is not None
+        return dict(manifest.rebuilds_pending)
+
     pipeline.snapshot()
     pipeline.run_window()
-    assert set(pipeline.rebuilding) == {f"{database}.child"}, pipeline.rebuilding
-    assert "innodb_native_foreign_keys=ON" in pipeline.rebuilding[f"{database}.child"]
-    assert not (pipeline.warehouse / database / "child").exists()
+    write("DELETE FROM {db}.parent WHERE id = 1")  # child 10 and 11 go: logged
+    pipeline.run_window()
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact()
+
+    _restart_with(server, {"innodb_native_foreign_keys": "ON"})
+    (warning,) = run_preflight(server.cdc, [f"{database}.*"]).warnings  # the preflight names the table
+    assert warning.check == "foreign_key_cascades" and f"{database}.child have" in warning.problem, warning
+    write("DELETE FROM {db}.parent WHERE id = 2", "INSERT INTO {db}.items VALUES (2, 2)")  # child 20 goes unlogged
+    assert pipeline.sql(f"SELECT id FROM `{database}`.child ORDER BY id") == [(40,)]
+    third = pipeline.run_window()
+    reason = waiting(third).get(f"{database}.child", "")
+    assert "found when the window was captured" in reason and "innodb_native_foreign_keys=ON" in reason, reason
+    assert set(waiting(third)) == {f"{database}.child"}, waiting(third)
     pipeline.assert_exact([(database, t) for t in ("parent", "kept", "items")])
 
-    # Keys given in the window, after the run's snapshot plan: the window's DDL tells.
     write(
-        "DELETE FROM {db}.parent WHERE id = 1",  # deletes child 10 and 11: not logged
         "CREATE TABLE {db}.log (id INT PRIMARY KEY, parent_id INT REFERENCES {db}.parent (id) ON UPDATE CASCADE)",
-        "INSERT INTO {db}.log VALUES (1, 2)",
+        "INSERT INTO {db}.log VALUES (1, 3)",
         "ALTER TABLE {db}.items ADD COLUMN parent_id INT, "
         "ADD CONSTRAINT items_parent FOREIGN KEY (parent_id) REFERENCES {db}.parent (id) ON DELETE SET NULL",
-        "UPDATE {db}.items SET parent_id = 3",
-    )
-    assert pipeline.sql(f"SELECT id FROM `{database}`.child ORDER BY id") == [(20,)]
-    second = pipeline.apply_captured(pipeline.capture_next())
-    manifest = staging.read_window_manifest(second.window_id)
-    assert manifest is not None
-    waiting = dict(manifest.rebuilds_pending)
-    assert set(waiting) == {f"{database}.{t}" for t in ("child", "log", "items")}, waiting
-    for table, statement in (("log", "CREATE TABLE"), ("items", "ALTER TABLE")):
-        reason = waiting[f"{database}.{table}"]
-        assert "a foreign key's cascade changes its rows" in reason and f"(by: {statement}" in reason, waiting
-    pipeline.assert_exact([(database, t) for t in ("parent", "kept")])
-    again = pipeline.engine.capture(f"{pipeline.name}-run-2")  # a clear of the capture: the same window
-    assert again.window_id == second.window_id
-    reread = staging.read_window_manifest(second.window_id)
-    assert reread is not None and reread.to_json() == manifest.to_json()
-
-    # child's key dropped: the next run's snapshot takes it. items' target, left from before its ALTER,
-    # stops its apply; the other tables go on.
-    write(
-        "ALTER TABLE {db}.child DROP FOREIGN KEY child_parent",
-        "DELETE FROM {db}.kept",
-        "DELETE FROM {db}.parent WHERE id = 3",  # sets items.parent_id NULL: not logged
-        "INSERT INTO {db}.parent VALUES (4, 4)",
+        "UPDATE {db}.items SET parent_id = 4",
+        "DELETE FROM {db}.child",
+        "DELETE FROM {db}.parent WHERE id = 4",  # sets items.parent_id NULL: not logged
+        "ALTER TABLE {db}.items DROP FOREIGN KEY items_parent",
     )
     with pytest.raises(WindowStopped) as stopped:
         pipeline.run_window()
     assert [(e.stage, e.error_class, e.table) for e in stopped.value.errors] == [
-        ("apply", "RebuildPendingError", f"{database}.items")
+        ("apply", "RebuildPendingError", f"{database}.child")
     ]
-    last = staging.read_window_manifest(pipeline.windows[-1].window_id)
-    assert last is not None and set(dict(last.rebuilds_pending)) == {f"{database}.log", f"{database}.items"}, last
-    pipeline.assert_exact([(database, t) for t in ("parent", "kept", "child")])
+    fourth = pipeline.windows[-1]
+    assert set(waiting(fourth)) == {f"{database}.{t}" for t in ("child", "log", "items")}, waiting(fourth)
+    assert "a foreign key's cascade changes its rows" in waiting(fourth)[f"{database}.log"], waiting(fourth)
+    by_alter = waiting(fourth)[f"{database}.items"]
+    assert "a foreign key's cascade changes its rows" in by_alter and "(by: ALTER TABLE" in by_alter, by_alter
+    pipeline.assert_exact([(database, t) for t in ("parent", "kept")])
+    # The fix: cascades logged again. Read again, the published windows are what they were (the waits
+    # their first read found are repeated); the next snapshot takes the waiting tables, and every table
+    # equals MySQL.
+    _restart_with(server, {})
+    published = {record.window_id: staging.read_window_manifest(record.window_id) for record in (third, fourth)}
+    for number, record in enumerate(pipeline.windows, start=1):
+        if record.window_id in published:
+            again = pipeline.engine.capture(f"{pipeline.name}-run-{number}")  # a clear of that run's capture
+            reread = staging.read_window_manifest(record.window_id)
+            first = published[record.window_id]
+            assert again.window_id == record.window_id and reread is not None and first is not None
+            assert reread.to_json() == first.to_json()
+    write("INSERT INTO {db}.parent VALUES (5, 5)", "INSERT INTO {db}.log VALUES (2, 5)")
+    pipeline.run_window()
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact()

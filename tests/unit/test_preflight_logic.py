@@ -234,3 +234,28 @@ def test_a_replica_that_does_not_log_what_it_applies_is_refused(channels: int, l
     if not ok:
         (finding,) = report.errors
         assert finding.check == "log_replica_updates" and "capture from its source" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("version", "native", "warned"),
+    [("8.4.3", None, True), ("9.7.4", "ON", True), ("9.7.4", "OFF", False), ("9.6.0", None, False)],
+)
+def test_selected_children_of_cascading_keys_are_named_where_cascades_are_not_logged(
+    version: str, native: str | None, warned: bool
+) -> None:
+    """A selected table whose rows a foreign key's cascade changes waits alone where the binlog does not
+    hold those changes: a warning names it (and no other table), the server's reason and the fixes."""
+    children = (TableName("shop", "orders"), TableName("hr", "staff"))
+    server = dataclasses.replace(
+        facts({"innodb_native_foreign_keys": native}, version=version), cascading_children=children
+    )
+    report = evaluate(server, ["shop.*"])
+    assert report.ok
+    if not warned:
+        assert report.findings == ()
+        return
+    (finding,) = report.warnings
+    assert finding.check == "foreign_key_cascades"
+    assert "shop.orders have a foreign key" in finding.problem and "hr.staff" not in finding.problem
+    assert ("innodb_native_foreign_keys=ON" in finding.problem) is (native == "ON"), finding.problem
+    assert "innodb_native_foreign_keys=OFF" in finding.fix and "exclude_tables" in finding.fix
