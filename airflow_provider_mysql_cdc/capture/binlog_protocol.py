@@ -7,7 +7,9 @@ Byte formats (MySQL source, ``mysql/mysql-server``):
 * ``Gtid_log_event`` (33), ``libs/mysql/binlog/event/control_events.cpp`` ``Gtid_event::Gtid_event``:
   flags(1) uuid(16) gno(int64 LE) lt_type(1, =2) last_committed(8) sequence_number(8)
   immediate_commit_timestamp(7 bytes LE, microseconds; bit 55 set means original_commit_timestamp
-  (7 bytes) follows, else original == immediate), transaction_length (packed int), server versions.
+  (7 bytes) follows, else original == immediate), transaction_length (packed int), then
+  immediate_server_version (4 bytes LE; bit 31 set means original_server_version (4 bytes) follows,
+  else original == immediate; both absent before MySQL 8.0.14).
 * ``Gtid_tagged_log_event`` (42), same file (``read_gtid_tagged_log_event``) and
   ``control_events.h`` (``Gtid_event::define_fields``), in the ``mysql::serialization`` format
   (``libs/mysql/serialization/readme.md``, ``serializer_default_impl.hpp``,
@@ -15,7 +17,8 @@ Byte formats (MySQL source, ``mysql/mysql-server``):
   message's first byte), varlen last non-ignorable field id, then ``field_id data`` pairs:
   0 flags, 1 uuid (16 varlen bytes), 2 gno (signed varlen), 3 tag (varlen length + ASCII),
   4 last_committed and 5 sequence_number (signed), 6 immediate_commit_timestamp,
-  7 original_commit_timestamp (omitted when equal), 8 transaction_length, 9/10 server versions,
+  7 original_commit_timestamp (omitted when equal), 8 transaction_length, 9 immediate_server_version,
+  10 original_server_version (omitted when equal),
   11 commit_group_ticket.
 * ``Query_log_event`` (2), ``libs/mysql/binlog/event/statement_events.cpp``: post-header (13 bytes:
   thread id(4) exec time(4) schema length(1) error code(2) status variables length(2)), the status
@@ -97,6 +100,47 @@ class GtidEventData:
     gtid: Gtid
     immediate_commit_ts_us: int
     original_commit_ts_us: int
+    #: ``original_server_version`` (``80403`` for 8.4.3) of the server the transaction originated on; 0
+    #: when the event carries none (written before MySQL 8.0.14, or MySQL's "undefined" 999999).
+    original_server_version: int = 0
+
+
+def server_version_text(version: int) -> str:
+    """``80403`` -> ``8.4.3``; 0 (unknown) -> ``an unknown version``."""
+    if version <= 0:
+        return "an unknown version"
+    return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
+
+
+#: ``UNDEFINED_SERVER_VERSION`` of MySQL's ``Gtid_event``.
+_UNDEFINED_SERVER_VERSION = 999999
+
+
+def _known_version(version: int) -> int:
+    return 0 if version == _UNDEFINED_SERVER_VERSION else version
+
+
+def _packed_length(body: bytes, pos: int) -> int:
+    """The position after a ``net_field_length_ll`` packed integer starting at ``pos``."""
+    first = body[pos]
+    return pos + {252: 3, 253: 4, 254: 9}.get(first, 1)
+
+
+def _untagged_server_version(body: bytes, pos: int) -> int:
+    """``original_server_version`` of an untagged GTID event whose ``transaction_length`` starts at
+    ``pos``: 4 bytes of ``immediate_server_version``, whose top bit says that 4 bytes of the original's
+    follow (else the original is the immediate one); 0 when the event ends before them."""
+    if pos >= len(body):
+        return 0
+    pos = _packed_length(body, pos)
+    if pos + 4 > len(body):
+        return 0
+    immediate = int.from_bytes(body[pos : pos + 4], "little")
+    if not immediate & (1 << 31):
+        return _known_version(immediate)
+    if pos + 8 > len(body):
+        raise ValueError("the original server version is cut off")
+    return _known_version(int.from_bytes(body[pos + 4 : pos + 8], "little"))
 
 
 def _uuid_text(raw: bytes) -> str:
@@ -111,10 +155,13 @@ def _decode_untagged(body: bytes) -> GtidEventData:
     gno = int.from_bytes(body[17:25], "little", signed=True)
     immediate = int.from_bytes(body[42:49], "little")
     original = immediate
+    end = 49
     if immediate & _COMMIT_TS_HAS_ORIGINAL:
         immediate &= ~_COMMIT_TS_HAS_ORIGINAL
         original = int.from_bytes(body[49:56], "little")
-    return GtidEventData(Gtid(_uuid_text(body[1:17]), "", gno), immediate, original)
+        end = 56
+    version = _untagged_server_version(body, end)
+    return GtidEventData(Gtid(_uuid_text(body[1:17]), "", gno), immediate, original, version)
 
 
 def _decode_tagged(body: bytes) -> GtidEventData:
@@ -137,15 +184,16 @@ def _decode_tagged(body: bytes) -> GtidEventData:
             pos += length
         elif field_id in (2, 4, 5):  # gno, last_committed, sequence_number: signed
             values[field_id], pos = read_varlen_int(body, pos)
-        elif field_id in (0, 6, 7):  # flags, immediate / original commit timestamp
+        elif field_id in (0, 6, 7, 8, 9, 10):  # flags, commit timestamps, transaction_length, server versions
             values[field_id], pos = read_varlen_uint(body, pos)
-        else:  # transaction_length and later fields are not needed
+        else:  # the commit group ticket and later fields are not needed
             break
     if not {1, 2, 6} <= values.keys():
         raise BinlogStreamError(f"Gtid_tagged_log_event without uuid, gno or commit timestamp: {body.hex()}")
     immediate = int(values[6])
     gtid = Gtid(_uuid_text(values[1]), str(values.get(3, "")).lower(), int(values[2]))
-    return GtidEventData(gtid, immediate, int(values.get(7, immediate)))
+    version = _known_version(int(values.get(10, values.get(9, 0))))
+    return GtidEventData(gtid, immediate, int(values.get(7, immediate)), version)
 
 
 def decode_gtid_event(event_type: int, body: bytes) -> GtidEventData:

@@ -106,6 +106,8 @@ class TransactionStart:
     binlog_file: str
     #: Offset of the transaction's GTID event in ``binlog_file`` (``Pos`` of ``SHOW BINLOG EVENTS``).
     binlog_position: int
+    #: The version of the server the transaction originated on (``80403``; 0: not in the event).
+    original_server_version: int = 0
 
 
 RowsKind = Literal["insert", "update", "delete"]
@@ -405,7 +407,12 @@ class BinlogReader:
             packet = event.packet
             position = int(packet.log_pos) - int(packet.event_size)
             yield TransactionStart(
-                data.gtid, data.immediate_commit_ts_us, data.original_commit_ts_us, self._binlog_file, position
+                data.gtid,
+                data.immediate_commit_ts_us,
+                data.original_commit_ts_us,
+                self._binlog_file,
+                position,
+                data.original_server_version,
             )
 
     def _payload(self, event: Any) -> Iterator[BinlogItem]:

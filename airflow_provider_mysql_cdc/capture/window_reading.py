@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_provider_mysql_cdc.capture.binlog_protocol import server_version_text
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
     BinlogReader,
     Idle,
@@ -33,10 +34,11 @@ from airflow_provider_mysql_cdc.core.ddl_statements import TableRef
 from airflow_provider_mysql_cdc.core.foreign_keys import (
     UNLOGGED_CASCADE_REASON,
     cascading_child_reason,
+    origin_may_not_log_cascades,
     unlogged_cascades,
 )
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
-from airflow_provider_mysql_cdc.core.preflight import ServerVersion
+from airflow_provider_mysql_cdc.core.preflight import ServerVersion, TableName
 from airflow_provider_mysql_cdc.core.schema_events import (
     COLUMN_ADDED,
     COLUMN_DROPPED,
@@ -66,6 +68,7 @@ from airflow_provider_mysql_cdc.decoding.compiled_rows import compile_row_decode
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.errors import (
     BinlogPurgedError,
+    BinlogStreamError,
     TerminalCdcError,
     WindowIncompleteError,
 )
@@ -104,6 +107,7 @@ class WindowReader:
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
         created_engine_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
         cascade_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
+        origin_check: Callable[[TransactionStart, Mapping[str, str]], None] = lambda item, waiting: None,
         *,
         lower_case_names: bool = False,
     ) -> None:
@@ -124,6 +128,9 @@ class WindowReader:
             cascade_problem=cascade_problem,
             lower_case_names=lower_case_names,
         )
+        #: Raises at a transaction whose origin may not have logged what it changed (given the tables
+        #: waiting for a rebuild): see :func:`_origin_check`.
+        self.origin_check = origin_check
         self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
         self.position = 0
         self.rows = 0
@@ -488,6 +495,7 @@ class WindowReader:
 
     def start_transaction(self, item: TransactionStart) -> None:
         """A transaction of the window begins."""
+        self.origin_check(item, self.tracker.pending)
         self.current = item
         self._current_gtid_text = str(item.gtid)
         if self.first_commit_ts_us is None:
@@ -558,6 +566,7 @@ def read_window(
         _database_defaults(source),
         engine_problem,
         _cascade_problems(store, request.pipeline, window, server),
+        _origin_check(source, request, window),
         lower_case_names=lower_case_names,
     )
     state.wait_from_the_start(_unlogged_cascade_waits(source, store, request, window, server, state.tracker.pending))
@@ -677,6 +686,44 @@ def _unlogged_cascade_waits(
         for child in sorted(children, key=str)
         if request.tables.matches(child.database, child.table) and str(child) not in waiting
     ]
+
+
+def _origin_check(
+    source: MySqlConnectionConfig, request: CaptureRequest, window: WindowRecord
+) -> Callable[[TransactionStart, Mapping[str, str]], None]:
+    """Raise :class:`BinlogStreamError` at a transaction that originated on a server that does not log the
+    rows foreign-key cascades change (MySQL before 9.6: its events carry its version) while followed
+    tables (selected, not waiting for a rebuild) have keys whose cascades change their rows: a replica's
+    binlog holds what its source logged, so a replica (or a promoted one) of such a source lacks those
+    changes. A published window read again is not checked: its first read was."""
+    if window.is_published:
+        return lambda item, waiting: None
+    children: list[TableName] | None = None
+
+    def check(item: TransactionStart, waiting: Mapping[str, str]) -> None:
+        nonlocal children
+        if not origin_may_not_log_cascades(item.original_server_version):
+            return
+        if children is None:
+            with connection_to(source) as connection:
+                children = sorted(cascading_foreign_key_children(connection, source), key=str)
+        followed = [
+            str(child)
+            for child in children
+            if request.tables.matches(child.database, child.table) and str(child) not in waiting
+        ]
+        if followed:
+            raise BinlogStreamError(
+                f"window {window.window_id} of pipeline {request.pipeline!r}: transaction {item.gtid} originated on "
+                f"MySQL {server_version_text(item.original_server_version)}, which does not log the rows a foreign "
+                "key's cascade changes (MySQL logs them from 9.6 on), and the followed tables "
+                f"{', '.join(followed)} have foreign keys whose ON DELETE or ON UPDATE changes their rows, so their "
+                f"targets cannot follow them. Leave them out of the pipeline (exclude_tables={followed!r}), or "
+                "capture from a server whose transactions all originate on MySQL 9.6 or later; then clear this "
+                "capture. Nothing of the window was published"
+            )
+
+    return check
 
 
 def _recorded_problems(

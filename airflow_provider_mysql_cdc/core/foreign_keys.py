@@ -34,6 +34,15 @@ def unlogged_cascades(server: ServerVersion, native_foreign_keys: str | None) ->
     return None
 
 
+def origin_may_not_log_cascades(original_server_version: int) -> bool:
+    """Whether a transaction that originated on a server of this version (``80403``; 0: the event does not
+    say) may lack the rows its foreign keys' cascades changed: MySQL before 9.6 never logs them. (One from
+    9.6 or later lacks them only if that server ran with ``innodb_native_foreign_keys=ON``, which its
+    events do not tell.)"""
+    major, minor = CASCADES_LOGGED_FROM
+    return original_server_version < major * 10000 + minor * 100
+
+
 def cascading_child_reason(table_name: str, unlogged: str) -> str:
     """Why a child table of a foreign key whose cascades are not logged (``unlogged``, as
     :func:`unlogged_cascades` gives it) cannot be replicated, and the fixes."""

@@ -11,6 +11,7 @@ compared with MySQL after the snapshot and after every window.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -18,9 +19,17 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_mysql_cdc.capture.binlog_reader import TransactionStart
+from airflow_provider_mysql_cdc.capture.request import CaptureRequest
+from airflow_provider_mysql_cdc.capture.window_reading import _origin_check
+from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
+from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
+from airflow_provider_mysql_cdc.errors import BinlogStreamError
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
 from airflow_provider_mysql_cdc.staging import Staging
+from airflow_provider_mysql_cdc.store.frontier_store import WindowRecord as StoredWindow
+from airflow_provider_mysql_cdc.store.frontier_store import WindowStatus
 from testbed.mysql import LocalMySQL
 from tests.conftest import INSTANCE_PREFIX
 from tests.exactness.harness import ExactnessPipeline, WindowRecord, WindowStopped
@@ -382,3 +391,48 @@ def test_children_of_cascading_foreign_keys_wait_alone_while_cascades_are_not_lo
     pipeline.run_window()
     assert not pipeline.rebuilding, pipeline.rebuilding
     pipeline.assert_exact()
+
+
+def test_a_transaction_from_a_source_that_does_not_log_cascades_stops_the_capture(
+    mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    """A replica's binlog holds what its source logged: a 9.7 replica of a MySQL 8.4 source (the usual
+    upgrade path) lacks the rows its source's cascades changed, and each transaction's GTID event says
+    which version it originated on. While followed tables have keys whose cascades change their rows,
+    such a transaction stops the capture, naming the tables, the GTID and the fixes. No server here is
+    older than 9.7, so the transaction's start is built; the server and its foreign keys are real.
+    A 9.7 origin, a child waiting for a rebuild, a table out of the selection, a published window read
+    again: no stop."""
+    database = "ex_origin_cascades"
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS `{database}`",
+        f"CREATE DATABASE `{database}`",
+        f"CREATE TABLE `{database}`.parent (id INT PRIMARY KEY)",
+        f"CREATE TABLE `{database}`.child (id INT PRIMARY KEY, parent_id INT, "
+        f"FOREIGN KEY (parent_id) REFERENCES `{database}`.parent (id) ON UPDATE CASCADE)",
+        f"CREATE TABLE `{database}`.kept (id INT PRIMARY KEY, parent_id INT, "
+        f"FOREIGN KEY (parent_id) REFERENCES `{database}`.parent (id))",
+    )
+    request = CaptureRequest(
+        "origin", "run-1", str(tmp_path), CutoffRule.CATCH_UP, tables=TableSelection.of([f"{database}.*"])
+    )
+    window = StoredWindow("origin", 3, "run-1", GtidSet(), None, "catch_up", "", WindowStatus.PLANNED)
+    gtid = Gtid("aaaaaaaa-0000-0000-0000-000000000001", "", 7)
+
+    def start(version: int) -> TransactionStart:
+        return TransactionStart(gtid, 1, 1, "binlog.000001", 4, version)
+
+    check = _origin_check(mysql_server.cdc, request, window)
+    with pytest.raises(BinlogStreamError) as stopped:
+        check(start(80403), {})
+    message = str(stopped.value)
+    assert f"transaction {gtid} originated on MySQL 8.4.3" in message and "window 3 of pipeline 'origin'" in message
+    assert f"exclude_tables=['{database}.child']" in message and f"{database}.kept" not in message
+    check(start(0), {f"{database}.child": "waits"})  # waiting: not followed
+    check(start(90704), {})
+    other = dataclasses.replace(request, tables=TableSelection.of([f"{database}.kept"]))
+    _origin_check(mysql_server.cdc, other, window)(start(80036), {})
+    published = dataclasses.replace(window, status=WindowStatus.PUBLISHED)
+    _origin_check(mysql_server.cdc, request, published)(start(80036), {})
+    with pytest.raises(BinlogStreamError, match="unknown version"):
+        check(start(0), {})  # an event without a version: older than 8.0.14

@@ -27,6 +27,7 @@ from airflow_provider_mysql_cdc.capture.binlog_protocol import (
     query_event_parts,
     read_varlen_int,
     read_varlen_uint,
+    server_version_text,
 )
 from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogReader, _SeenGtids
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
@@ -235,6 +236,32 @@ def test_tagged_gtid_event_hand_built() -> None:
     data = decode_gtid_event(GTID_TAGGED_LOG_EVENT, body)
     assert data.gtid == Gtid(OTHER_UUID, "backup", 2**63 - 2)
     assert (data.immediate_commit_ts_us, data.original_commit_ts_us) == (1_700_000_000_000_001, 1_600_000_000_000_002)
+    assert data.original_server_version == 80036
+
+
+def test_the_server_version_a_transaction_originated_on() -> None:
+    """MySQL 9.7.4's events carry 90704 (immediate and original alike); a replicated transaction carries
+    its origin's version after the immediate one's (bit 31 set); before 8.0.14 there is none (0), and
+    MySQL's "undefined" 999999 is none too."""
+    for body in (UNTAGGED_BODY, UNTAGGED_BODY_WITH_ORIGINAL):
+        assert decode_gtid_event(GTID_LOG_EVENT, body).original_server_version == 90704
+    for body in (TAGGED_BODY, TAGGED_BODY_WITH_ORIGINAL):
+        assert decode_gtid_event(GTID_TAGGED_LOG_EVENT, body).original_server_version == 90704
+    head = UNTAGGED_BODY[:49]
+    replicated = head + b"\xfc\x20\x01" + (90704 | 1 << 31).to_bytes(4, "little") + (80403).to_bytes(4, "little")
+    assert decode_gtid_event(GTID_LOG_EVENT, replicated).original_server_version == 80403
+    long_transaction = head + b"\xfe" + (2**40).to_bytes(8, "little") + (80036).to_bytes(4, "little")
+    assert decode_gtid_event(GTID_LOG_EVENT, long_transaction).original_server_version == 80036
+    assert decode_gtid_event(GTID_LOG_EVENT, head + b"\x05").original_server_version == 0
+    undefined = head + b"\x05" + (999999).to_bytes(4, "little")
+    assert decode_gtid_event(GTID_LOG_EVENT, undefined).original_server_version == 0
+    tagged = tagged_body(
+        [(1, uuid_field(OTHER_UUID)), (2, uint_fields(sint(3))), (6, uint_fields(1)), (9, uint_fields(80403))]
+    )
+    assert decode_gtid_event(GTID_TAGGED_LOG_EVENT, tagged).original_server_version == 80403
+    assert server_version_text(80403) == "8.4.3" and server_version_text(90704) == "9.7.4"
+    with pytest.raises(BinlogStreamError, match="malformed GTID event"):
+        decode_gtid_event(GTID_LOG_EVENT, head + b"\x05" + (1 << 31 | 90704).to_bytes(4, "little") + b"\x01")
 
 
 def test_tagged_gtid_event_missing_fields_or_truncated() -> None:
