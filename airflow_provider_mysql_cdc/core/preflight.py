@@ -34,6 +34,7 @@ CHECKED_VARIABLES = (
     "log_replica_updates",
     "log_slave_updates",
     "innodb_native_foreign_keys",
+    "binlog_error_action",
 )
 
 _SYSTEM_SCHEMAS = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
@@ -468,8 +469,19 @@ def _unlogged_cascade_findings(
 def _name_and_filter_findings(facts: ServerFacts, variables: Mapping[str, str | None]) -> list[PreflightFinding]:
     """What keeps statements on the selected tables from being matched by name or from reaching the
     binlog at all: ``lower_case_table_names=2``, binlog database filters, a replica that does not log
-    what it applies."""
+    what it applies, a server that stops logging on a binlog write error."""
     findings: list[PreflightFinding] = []
+    if (variables.get("binlog_error_action") or "").upper() == "IGNORE_ERROR":
+        findings.append(
+            PreflightFinding(
+                "binlog_error_action",
+                Severity.WARNING,
+                "binlog_error_action is IGNORE_ERROR: when a binlog write fails (a full disk), MySQL turns binary "
+                "logging off and goes on committing until it is restarted, so those changes reach no binlog and no "
+                "target",
+                "SET PERSIST binlog_error_action = 'ABORT_SERVER';  -- the default: stop rather than lose the log",
+            )
+        )
     if variables.get("lower_case_table_names") == "2":
         findings.append(
             PreflightFinding(

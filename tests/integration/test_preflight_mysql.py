@@ -224,3 +224,17 @@ def test_a_replica_that_does_not_log_what_it_applies_is_refused(mysql_server: My
         (finding,) = report.errors
         assert finding.check == "log_replica_updates", report.format()
     assert run_preflight(mysql_server.cdc).ok  # the source itself is fine
+
+
+def test_a_server_that_stops_logging_on_a_binlog_error_is_warned_about(mysql_server: MySqlTestServer) -> None:
+    """``binlog_error_action=IGNORE_ERROR`` (dynamic): on a failed binlog write MySQL turns logging off and
+    goes on committing. The preflight warns, with the statement that restores the default."""
+    mysql_server.execute("SET GLOBAL binlog_error_action = 'IGNORE_ERROR'")
+    try:
+        report = run_preflight(mysql_server.cdc)
+    finally:
+        mysql_server.execute("SET GLOBAL binlog_error_action = 'ABORT_SERVER'")
+    assert report.ok
+    (warning,) = report.warnings
+    assert warning.check == "binlog_error_action" and "reach no binlog" in warning.problem, report.format()
+    assert run_preflight(mysql_server.cdc).warnings == ()

@@ -259,3 +259,12 @@ def test_selected_children_of_cascading_keys_are_named_where_cascades_are_not_lo
     assert "shop.orders have a foreign key" in finding.problem and "hr.staff" not in finding.problem
     assert ("innodb_native_foreign_keys=ON" in finding.problem) is (native == "ON"), finding.problem
     assert "innodb_native_foreign_keys=OFF" in finding.fix and "exclude_tables" in finding.fix
+
+
+@pytest.mark.parametrize(("action", "warned"), [("IGNORE_ERROR", True), ("ABORT_SERVER", False), (None, False)])
+def test_a_binlog_that_may_stop_logging_on_an_error_is_warned_about(action: str | None, warned: bool) -> None:
+    report = evaluate(facts({"binlog_error_action": action}))
+    assert report.ok
+    assert [finding.check for finding in report.warnings] == (["binlog_error_action"] if warned else [])
+    if warned:
+        assert "reach no binlog" in report.warnings[0].problem and "ABORT_SERVER" in report.warnings[0].fix
