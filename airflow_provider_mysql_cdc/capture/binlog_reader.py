@@ -5,6 +5,7 @@ server sends every transaction not in ``after``) and yields::
 
     TransactionStart(gtid, commit_ts_us, ...)   one per transaction
       RowsEvent(database, table, kind, event)   the library's row event, rows not decoded yet
+      CascadesNotLogged(database, table)        a parent's delete or update logged without its cascades
       QueryStatement(database, sql)             DDL, TRUNCATE, ... (a DDL transaction is
     TransactionCommit()                         start + statement + commit)
     Rotate(binlog_file, position)               between transactions
@@ -138,6 +139,23 @@ class QueryStatement:
 
 
 @dataclass(frozen=True)
+class CascadesNotLogged:
+    """A delete or update of ``database.table``, a table foreign keys reference, whose row event lacks
+    ``USE_SQL_FOREIGN_KEY_F``: the server that wrote it (MySQL before 9.6, or 9.6 and later with
+    ``innodb_native_foreign_keys=ON``; a replica keeps its source's flag) ran the keys' cascades inside
+    InnoDB, so the rows they changed are in no row event. Yielded before the table's :class:`RowsEvent`."""
+
+    database: str
+    table: str
+
+
+#: The row event flag of a server that runs foreign keys itself and logs what their cascades change
+#: (``Rows_log_event::USE_SQL_FOREIGN_KEY_F``, MySQL 9.6 and later; checked on 9.7.4: ``0x11`` with
+#: ``STMT_END_F``).
+USE_SQL_FOREIGN_KEY_F = 0x10
+
+
+@dataclass(frozen=True)
 class TransactionCommit:
     """The transaction opened by the last :class:`TransactionStart` is complete."""
 
@@ -155,7 +173,7 @@ class Rotate:
     position: int
 
 
-BinlogItem = TransactionStart | RowsEvent | QueryStatement | TransactionCommit | Idle | Rotate
+BinlogItem = TransactionStart | RowsEvent | CascadesNotLogged | QueryStatement | TransactionCommit | Idle | Rotate
 
 # -- protocol: pure encoders and decoders ------------------------------------------------------
 
@@ -217,7 +235,9 @@ class BinlogReader:
     at most ``max(10, 3 * heartbeat_seconds)`` seconds of silence.
 
     A transaction whose GTID is in ``after`` or was already yielded is skipped whole. Row events
-    of tables for which ``only_tables(database, table)`` is false are not yielded.
+    of tables for which ``only_tables(database, table)`` is false are not yielded. A delete or update
+    of a table for which ``cascade_parents(database, table)`` is true, logged without its cascades, is
+    preceded by :class:`CascadesNotLogged` (selected or not).
     ``replica_server_id`` must differ from every other replica's and reader's ``server_id`` on the
     source (the server drops the older of two streams with the same id). Compressed transactions
     (``binlog_transaction_compression``) yield the same items as uncompressed ones. XA and
@@ -231,6 +251,7 @@ class BinlogReader:
         after: GtidSet,
         replica_server_id: int,
         only_tables: Callable[[str, str], bool] | None = None,
+        cascade_parents: Callable[[str, str], bool] | None = None,
         heartbeat_seconds: float = 5.0,
     ) -> None:
         if not 0 < int(replica_server_id) < 2**32:
@@ -241,6 +262,8 @@ class BinlogReader:
         self._after = after
         self._server_id = int(replica_server_id)
         self._only_tables = only_tables
+        #: Tables whose deletes and updates are checked for :class:`CascadesNotLogged` (None: none).
+        self._cascade_parents = cascade_parents
         self._table_selected: dict[tuple[str, str], bool] = {}
         self._heartbeat_seconds = float(heartbeat_seconds)
         self._control: Any = None
@@ -359,7 +382,16 @@ class BinlogReader:
             yield from self._start(event)
         elif isinstance(event, WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent):
             self._require_transaction(event)
-            if not self._skipping and self._selected(event.schema, event.table):
+            if self._skipping:
+                return
+            if (
+                self._cascade_parents is not None
+                and not int(event.flags) & USE_SQL_FOREIGN_KEY_F
+                and not isinstance(event, WriteRowsEvent)
+                and self._cascade_parents(event.schema, event.table)
+            ):
+                yield CascadesNotLogged(event.schema, event.table)
+            if self._selected(event.schema, event.table):
                 yield RowsEvent(event.schema, event.table, _rows_kind(event), event)
         elif isinstance(event, XidEvent):
             self._require_transaction(event)

@@ -12,6 +12,7 @@ from typing import Any
 from airflow_provider_mysql_cdc.capture.binlog_protocol import server_version_text
 from airflow_provider_mysql_cdc.capture.binlog_reader import (
     BinlogReader,
+    CascadesNotLogged,
     Idle,
     QueryStatement,
     Rotate,
@@ -32,13 +33,14 @@ from airflow_provider_mysql_cdc.capture.table_versions import (
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl_statements import TableRef
 from airflow_provider_mysql_cdc.core.foreign_keys import (
+    CASCADES_NOT_LOGGED_REASON,
     UNLOGGED_CASCADE_REASON,
+    cascades_not_logged_reason,
     cascading_child_reason,
-    origin_may_not_log_cascades,
     unlogged_cascades,
 )
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
-from airflow_provider_mysql_cdc.core.preflight import ServerVersion, TableName
+from airflow_provider_mysql_cdc.core.preflight import ServerVersion
 from airflow_provider_mysql_cdc.core.schema_events import (
     COLUMN_ADDED,
     COLUMN_DROPPED,
@@ -68,13 +70,13 @@ from airflow_provider_mysql_cdc.decoding.compiled_rows import compile_row_decode
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.errors import (
     BinlogPurgedError,
-    BinlogStreamError,
     TerminalCdcError,
     WindowIncompleteError,
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
     cascading_foreign_key_children,
+    cascading_foreign_keys,
     selected_tables,
     table_engine,
 )
@@ -107,7 +109,7 @@ class WindowReader:
         database_defaults: Mapping[str, tuple[str | None, str | None]] | None = None,
         created_engine_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
         cascade_problem: Callable[[TableRef, int], str | None] = lambda ref, seq: None,
-        origin_check: Callable[[TransactionStart, Mapping[str, str]], None] = lambda item, waiting: None,
+        cascade_watch: CascadeWatch | None = None,
         *,
         lower_case_names: bool = False,
     ) -> None:
@@ -128,9 +130,9 @@ class WindowReader:
             cascade_problem=cascade_problem,
             lower_case_names=lower_case_names,
         )
-        #: Raises at a transaction whose origin may not have logged what it changed (given the tables
-        #: waiting for a rebuild): see :func:`_origin_check`.
-        self.origin_check = origin_check
+        #: Children of the parent tables whose deletes and updates are logged without cascades (or the
+        #: waits a published window's first read found): see :class:`CascadeWatch`.
+        self.cascade_watch = cascade_watch or CascadeWatch()
         self._handoff_positions: dict[tuple[str, str, int], tuple[int, ...]] = {}
         self.position = 0
         self.rows = 0
@@ -166,6 +168,24 @@ class WindowReader:
         seq = cdc_seq(self.window.window_id, 0)
         for ref, gtid, why in waits:
             self.schema_events.append(self.tracker.rebuild(ref, seq, gtid, why))
+
+    def on_cascades_not_logged(self, item: CascadesNotLogged) -> None:
+        """A delete or update of a parent table was logged without its cascades: each followed child waits
+        for a fresh snapshot from here on."""
+        assert self.current is not None
+        origin = server_version_text(self.current.original_server_version)
+        seq, gtid = self._peek_seq(), self._current_gtid_text
+        for child in self.cascade_watch.children.get((item.database, item.table), ()):
+            if str(child) not in self.tracker.pending:
+                reason = cascades_not_logged_reason(str(child), f"{item.database}.{item.table}", origin)
+                self.schema_events.append(self.tracker.rebuild(child, seq, gtid, reason))
+
+    def replay_cascade_waits(self, *, to_the_end: bool = False) -> None:
+        """A published window read again: the waits its first read found, at the changes they were found at."""
+        recorded = self.cascade_watch.recorded
+        while recorded and (to_the_end or recorded[0][0] <= self._peek_seq()):
+            seq, ref, gtid, reason = recorded.pop(0)
+            self.schema_events.append(self.tracker.rebuild(ref, seq, gtid, reason))
 
     def _next_seq(self) -> int:
         seq = cdc_seq(self.window.window_id, self.position)
@@ -275,6 +295,7 @@ class WindowReader:
     def on_rows(self, item: RowsEvent) -> None:
         """Stage the rows of one row event of a selected table (minus what a snapshot already holds)."""
         assert self.current is not None
+        self.replay_cascade_waits()
         handoff = self.handoffs.get(item.database, item.table) if self.handoffs else None
         decision = False if handoff is None else handoff.by_gtid(self.current.gtid)
         if decision is True:  # every chunk's snapshot already holds this transaction
@@ -449,6 +470,7 @@ class WindowReader:
         """Apply a statement to the tracked schemas; record TRUNCATE markers, schema events and the DDL
         that concerns selected tables, in binlog order."""
         assert self.current is not None
+        self.replay_cascade_waits()
         gtid = self._current_gtid_text
         seq = self._peek_seq()
         outcome = self.tracker.on_statement(
@@ -495,7 +517,6 @@ class WindowReader:
 
     def start_transaction(self, item: TransactionStart) -> None:
         """A transaction of the window begins."""
-        self.origin_check(item, self.tracker.pending)
         self.current = item
         self._current_gtid_text = str(item.gtid)
         if self.first_commit_ts_us is None:
@@ -566,7 +587,7 @@ def read_window(
         _database_defaults(source),
         engine_problem,
         _cascade_problems(store, request.pipeline, window, server),
-        _origin_check(source, request, window),
+        _cascade_watch(source, store, request, window),
         lower_case_names=lower_case_names,
     )
     state.wait_from_the_start(_unlogged_cascade_waits(source, store, request, window, server, state.tracker.pending))
@@ -584,6 +605,7 @@ def read_window(
         _stream(request, source, start, bound, state, needed, remaining, clock)
     finally:
         handoffs.close()
+    state.replay_cascade_waits(to_the_end=True)
     state.log_progress(force=True)
     return state
 
@@ -688,42 +710,45 @@ def _unlogged_cascade_waits(
     ]
 
 
-def _origin_check(
-    source: MySqlConnectionConfig, request: CaptureRequest, window: WindowRecord
-) -> Callable[[TransactionStart, Mapping[str, str]], None]:
-    """Raise :class:`BinlogStreamError` at a transaction that originated on a server that does not log the
-    rows foreign-key cascades change (MySQL before 9.6: its events carry its version) while followed
-    tables (selected, not waiting for a rebuild) have keys whose cascades change their rows: a replica's
-    binlog holds what its source logged, so a replica (or a promoted one) of such a source lacks those
-    changes. A published window read again is not checked: its first read was."""
+@dataclasses.dataclass
+class CascadeWatch:
+    """``children``: (database, parent table) -> the selected tables whose foreign keys to it cascade: a
+    delete or update of the parent logged without its cascades (:class:`CascadesNotLogged`) leaves them
+    waiting. ``recorded``: for a published window read again, the waits its first read found (seq, table,
+    GTID text, reason), repeated at the same changes (the keys may have changed since)."""
+
+    children: Mapping[tuple[str, str], tuple[TableRef, ...]] = dataclasses.field(default_factory=dict)
+    recorded: list[tuple[int, TableRef, str, str]] = dataclasses.field(default_factory=list)
+
+    def watches(self, database: str, table: str) -> bool:
+        """Whether ``database.table`` is a parent whose logged deletes and updates are checked."""
+        return (database, table) in self.children
+
+
+def _cascade_watch(
+    source: MySqlConnectionConfig, store: FrontierStore, request: CaptureRequest, window: WindowRecord
+) -> CascadeWatch:
+    """The parents of the selected tables whose foreign keys cascade, read from the server (a first read),
+    or the waits a published window's first read recorded."""
     if window.is_published:
-        return lambda item, waiting: None
-    children: list[TableName] | None = None
-
-    def check(item: TransactionStart, waiting: Mapping[str, str]) -> None:
-        nonlocal children
-        if not origin_may_not_log_cascades(item.original_server_version):
-            return
-        if children is None:
-            with connection_to(source) as connection:
-                children = sorted(cascading_foreign_key_children(connection, source), key=str)
-        followed = [
-            str(child)
-            for child in children
-            if request.tables.matches(child.database, child.table) and str(child) not in waiting
-        ]
-        if followed:
-            raise BinlogStreamError(
-                f"window {window.window_id} of pipeline {request.pipeline!r}: transaction {item.gtid} originated on "
-                f"MySQL {server_version_text(item.original_server_version)}, which does not log the rows a foreign "
-                "key's cascade changes (MySQL logs them from 9.6 on), and the followed tables "
-                f"{', '.join(followed)} have foreign keys whose ON DELETE or ON UPDATE changes their rows, so their "
-                f"targets cannot follow them. Leave them out of the pipeline (exclude_tables={followed!r}), or "
-                "capture from a server whose transactions all originate on MySQL 9.6 or later; then clear this "
-                "capture. Nothing of the window was published"
+        return CascadeWatch(
+            recorded=sorted(
+                (r.seq, TableRef(*r.table_name.split(".", 1)), r.gtid, r.reason)
+                for r in store.rebuild_requests(request.pipeline)
+                if r.window_id == window.window_id and r.reason.startswith(CASCADES_NOT_LOGGED_REASON)
             )
-
-    return check
+        )
+    with connection_to(source) as connection:
+        keys = cascading_foreign_keys(connection, source)
+    children = {
+        (parent.database, parent.table): tuple(
+            TableRef(child.database, child.table)
+            for child in sorted(children, key=str)
+            if request.tables.matches(child.database, child.table)
+        )
+        for parent, children in keys.items()
+    }
+    return CascadeWatch(children={parent: refs for parent, refs in children.items() if refs})
 
 
 def _recorded_problems(
@@ -790,6 +815,7 @@ def _stream(
         after=start,
         replica_server_id=request.replica_server_id,
         only_tables=request.tables.matches,
+        cascade_parents=state.cascade_watch.watches if state.cascade_watch.children else None,
         heartbeat_seconds=HEARTBEAT_SECONDS,
     ) as reader:
         for item in reader:
@@ -822,6 +848,8 @@ def _stream(
                 continue  # an event of a skipped transaction
             elif isinstance(item, RowsEvent):
                 state.on_rows(item)
+            elif isinstance(item, CascadesNotLogged):
+                state.on_cascades_not_logged(item)
             elif isinstance(item, QueryStatement):
                 state.on_statement(item)
             elif isinstance(item, TransactionCommit):

@@ -34,13 +34,21 @@ def unlogged_cascades(server: ServerVersion, native_foreign_keys: str | None) ->
     return None
 
 
-def origin_may_not_log_cascades(original_server_version: int) -> bool:
-    """Whether a transaction that originated on a server of this version (``80403``; 0: the event does not
-    say) may lack the rows its foreign keys' cascades changed: MySQL before 9.6 never logs them. (One from
-    9.6 or later lacks them only if that server ran with ``innodb_native_foreign_keys=ON``, which its
-    events do not tell.)"""
-    major, minor = CASCADES_LOGGED_FROM
-    return original_server_version < major * 10000 + minor * 100
+#: The start of every reason :func:`cascades_not_logged_reason` gives.
+CASCADES_NOT_LOGGED_REASON = "a delete or update of a table its foreign key references was logged without its cascades"
+
+
+def cascades_not_logged_reason(table_name: str, parent: str, origin: str) -> str:
+    """Why a child table cannot be followed past a delete or update of ``parent`` whose row event lacks
+    ``USE_SQL_FOREIGN_KEY_F`` (``origin``: the MySQL version the transaction originated on), and the fixes."""
+    return (
+        f"{CASCADES_NOT_LOGGED_REASON} ({parent}; the transaction originated on MySQL {origin}, and its row "
+        "event says the keys ran inside InnoDB: MySQL before 9.6, innodb_native_foreign_keys=ON, or a replica of "
+        "such a source), so the rows the cascade changed here are in no row event: the table is snapshotted "
+        "again. Should this repeat (a replica of such a source), capture from a server whose transactions all "
+        "originate on MySQL 9.6 or later with innodb_native_foreign_keys=OFF, or leave the table out of the "
+        f"pipeline (exclude_tables=[{table_name!r}])"
+    )
 
 
 def cascading_child_reason(table_name: str, unlogged: str) -> str:

@@ -231,17 +231,27 @@ def unlogged_foreign_key_cascades(connection: Connection[Any], source: MySqlConn
     )
 
 
-def cascading_foreign_key_children(connection: Connection[Any], source: MySqlConnectionConfig) -> set[TableName]:
-    """Every table with a foreign key whose ``ON DELETE`` or ``ON UPDATE`` changes its rows
-    (:data:`~airflow_provider_mysql_cdc.core.foreign_keys.ROW_CHANGING_RULES`)."""
+def cascading_foreign_keys(
+    connection: Connection[Any], source: MySqlConnectionConfig
+) -> dict[TableName, set[TableName]]:
+    """Parent table -> the tables with a foreign key to it whose ``ON DELETE`` or ``ON UPDATE`` changes
+    their rows (:data:`~airflow_provider_mysql_cdc.core.foreign_keys.ROW_CHANGING_RULES`)."""
     rules = ", ".join(f"'{rule}'" for rule in sorted(ROW_CHANGING_RULES))
     rows = query(
         connection,
         source,
-        "SELECT CONSTRAINT_SCHEMA, TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS "
-        f"WHERE DELETE_RULE IN ({rules}) OR UPDATE_RULE IN ({rules})",
+        "SELECT UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME, CONSTRAINT_SCHEMA, TABLE_NAME "
+        f"FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE DELETE_RULE IN ({rules}) OR UPDATE_RULE IN ({rules})",
     )
-    return {TableName(str(db), str(table)) for db, table in rows}
+    children: dict[TableName, set[TableName]] = {}
+    for parent_db, parent, db, table in rows:
+        children.setdefault(TableName(str(parent_db), str(parent)), set()).add(TableName(str(db), str(table)))
+    return children
+
+
+def cascading_foreign_key_children(connection: Connection[Any], source: MySqlConnectionConfig) -> set[TableName]:
+    """Every table with a foreign key whose ``ON DELETE`` or ``ON UPDATE`` changes its rows."""
+    return {child for children in cascading_foreign_keys(connection, source).values() for child in children}
 
 
 def table_engine(

@@ -11,7 +11,6 @@ compared with MySQL after the snapshot and after every window.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -19,22 +18,16 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_mysql_cdc.capture.binlog_reader import TransactionStart
-from airflow_provider_mysql_cdc.capture.request import CaptureRequest
-from airflow_provider_mysql_cdc.capture.window_reading import _origin_check
-from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
-from airflow_provider_mysql_cdc.core.windows import CutoffRule, TableSelection
-from airflow_provider_mysql_cdc.errors import BinlogStreamError
+from airflow_provider_mysql_cdc.core.foreign_keys import CASCADES_NOT_LOGGED_REASON
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
 from airflow_provider_mysql_cdc.staging import Staging
-from airflow_provider_mysql_cdc.store.frontier_store import WindowRecord as StoredWindow
-from airflow_provider_mysql_cdc.store.frontier_store import WindowStatus
 from testbed.mysql import LocalMySQL
 from tests.conftest import INSTANCE_PREFIX
 from tests.exactness.harness import ExactnessPipeline, WindowRecord, WindowStopped
 from tests.exactness.scenario import drive, run_windows
 from tests.mysql_servers import MySqlTestServer, running_local
+from tests.reliability.replica import running_replica
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -393,46 +386,90 @@ def test_children_of_cascading_foreign_keys_wait_alone_while_cascades_are_not_lo
     pipeline.assert_exact()
 
 
-def test_a_transaction_from_a_source_that_does_not_log_cascades_stops_the_capture(
-    mysql_server: MySqlTestServer, tmp_path: Path
+def test_a_parents_delete_logged_without_its_cascades_leaves_the_children_waiting(
+    restarted_mysql: MySqlTestServer, spark: Any, tmp_path: Path
 ) -> None:
-    """A replica's binlog holds what its source logged: a 9.7 replica of a MySQL 8.4 source (the usual
-    upgrade path) lacks the rows its source's cascades changed, and each transaction's GTID event says
-    which version it originated on. While followed tables have keys whose cascades change their rows,
-    such a transaction stops the capture, naming the tables, the GTID and the fixes. No server here is
-    older than 9.7, so the transaction's start is built; the server and its foreign keys are real.
-    A 9.7 origin, a child waiting for a rebuild, a table out of the selection, a published window read
-    again: no stop."""
-    database = "ex_origin_cascades"
-    mysql_server.execute(
+    """A server restarted with ``innodb_native_foreign_keys=ON`` and back to OFF between two captures:
+    the capture sees a server that logs cascades, but the parent's delete written meanwhile lacks
+    ``USE_SQL_FOREIGN_KEY_F`` (the child rows its cascade deleted are in no row event). The child waits
+    from that row on, and its next snapshot takes it again; the published window reads the same."""
+    server = restarted_mysql
+    database = "ex_fk_flags"
+    server.execute(
         f"DROP DATABASE IF EXISTS `{database}`",
         f"CREATE DATABASE `{database}`",
         f"CREATE TABLE `{database}`.parent (id INT PRIMARY KEY)",
         f"CREATE TABLE `{database}`.child (id INT PRIMARY KEY, parent_id INT, "
-        f"FOREIGN KEY (parent_id) REFERENCES `{database}`.parent (id) ON UPDATE CASCADE)",
-        f"CREATE TABLE `{database}`.kept (id INT PRIMARY KEY, parent_id INT, "
-        f"FOREIGN KEY (parent_id) REFERENCES `{database}`.parent (id))",
+        f"FOREIGN KEY (parent_id) REFERENCES `{database}`.parent (id) ON DELETE CASCADE)",
+        f"INSERT INTO `{database}`.parent VALUES (1), (2)",
+        f"INSERT INTO `{database}`.child VALUES (10, 1), (20, 2)",
     )
-    request = CaptureRequest(
-        "origin", "run-1", str(tmp_path), CutoffRule.CATCH_UP, tables=TableSelection.of([f"{database}.*"])
+    pipeline = ExactnessPipeline(server, spark, tmp_path, database, [database])
+    staging = Staging(str(pipeline.engine.staging), pipeline.name)
+    pipeline.snapshot()
+    pipeline.run_window()
+    _restart_with(server, {"innodb_native_foreign_keys": "ON"})
+    pipeline.sql(f"DELETE FROM `{database}`.parent WHERE id = 1")  # child 10 goes unlogged
+    _restart_with(server, {})
+    assert pipeline.sql(f"SELECT id FROM `{database}`.child") == [(20,)]
+    second = pipeline.run_window()
+    manifest = staging.read_window_manifest(second.window_id)
+    assert manifest is not None
+    reason = dict(manifest.rebuilds_pending).get(f"{database}.child", "")
+    assert (
+        CASCADES_NOT_LOGGED_REASON in reason
+        and f"({database}.parent; the transaction originated on MySQL 9.7.4" in reason
     )
-    window = StoredWindow("origin", 3, "run-1", GtidSet(), None, "catch_up", "", WindowStatus.PLANNED)
-    gtid = Gtid("aaaaaaaa-0000-0000-0000-000000000001", "", 7)
+    pipeline.assert_exact([(database, "parent")])
+    again = pipeline.engine.capture(f"{pipeline.name}-run-{len(pipeline.windows)}")  # a clear of the capture
+    reread = staging.read_window_manifest(second.window_id)
+    assert again.window_id == second.window_id and reread is not None and reread.to_json() == manifest.to_json()
+    pipeline.run_window()  # its snapshot takes child again
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact()
 
-    def start(version: int) -> TransactionStart:
-        return TransactionStart(gtid, 1, 1, "binlog.000001", 4, version)
 
-    check = _origin_check(mysql_server.cdc, request, window)
-    with pytest.raises(BinlogStreamError) as stopped:
-        check(start(80403), {})
-    message = str(stopped.value)
-    assert f"transaction {gtid} originated on MySQL 8.4.3" in message and "window 3 of pipeline 'origin'" in message
-    assert f"exclude_tables=['{database}.child']" in message and f"{database}.kept" not in message
-    check(start(0), {f"{database}.child": "waits"})  # waiting: not followed
-    check(start(90704), {})
-    other = dataclasses.replace(request, tables=TableSelection.of([f"{database}.kept"]))
-    _origin_check(mysql_server.cdc, other, window)(start(80036), {})
-    published = dataclasses.replace(window, status=WindowStatus.PUBLISHED)
-    _origin_check(mysql_server.cdc, request, published)(start(80036), {})
-    with pytest.raises(BinlogStreamError, match="unknown version"):
-        check(start(0), {})  # an event without a version: older than 8.0.14
+def test_a_replica_of_a_source_running_cascades_in_innodb_leaves_the_children_waiting(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A replica's binlog holds what its source logged. A 9.7 replica with the default settings (which
+    logs cascades itself) of a source running cascades in InnoDB (here a 9.7 with
+    ``innodb_native_foreign_keys=ON``; any MySQL before 9.6 alike) deletes the child rows when it applies
+    the parent's delete, and logs only the parent's row, without ``USE_SQL_FOREIGN_KEY_F``. Captured from
+    the replica, the child waits from that row on and its next snapshot takes it again; the other tables
+    stay exact; the published window, read again, is the same."""
+    database = "ex_replica_cascades"
+    with running_local(f"{INSTANCE_PREFIX}-innodb-source", {"innodb_native_foreign_keys": "ON"}) as source:
+        source.execute(
+            f"CREATE DATABASE `{database}`",
+            f"CREATE TABLE `{database}`.parent (id INT PRIMARY KEY)",
+            f"CREATE TABLE `{database}`.child (id INT PRIMARY KEY, parent_id INT, "
+            f"FOREIGN KEY (parent_id) REFERENCES `{database}`.parent (id) ON DELETE CASCADE)",
+            f"CREATE TABLE `{database}`.other (id INT PRIMARY KEY)",
+            f"INSERT INTO `{database}`.parent VALUES (1), (2)",
+            f"INSERT INTO `{database}`.child VALUES (10, 1), (11, 1), (20, 2)",
+        )
+        with running_replica(source, f"{INSTANCE_PREFIX}-modern-replica") as replica:
+            replica.catch_up()
+            pipeline = ExactnessPipeline(replica.server, spark, tmp_path, database, [database])
+            staging = Staging(str(pipeline.engine.staging), pipeline.name)
+            pipeline.snapshot()
+            pipeline.run_window()
+            assert not pipeline.rebuilding, pipeline.rebuilding  # the replica logs cascades of its own
+            source.execute(
+                f"DELETE FROM `{database}`.parent WHERE id = 1", f"INSERT INTO `{database}`.other VALUES (1)"
+            )
+            replica.catch_up()
+            assert replica.server.execute(f"SELECT id FROM `{database}`.child") == [(20,)]
+            second = pipeline.run_window()
+            reason = pipeline.rebuilding.get(f"{database}.child", "")
+            assert CASCADES_NOT_LOGGED_REASON in reason and "originated on MySQL 9.7.4" in reason, reason
+            pipeline.assert_exact([(database, "parent"), (database, "other")])
+            manifest = staging.read_window_manifest(second.window_id)
+            again = pipeline.engine.capture(f"{pipeline.name}-run-{len(pipeline.windows)}")  # a clear of the capture
+            reread = staging.read_window_manifest(second.window_id)
+            assert again.window_id == second.window_id and manifest is not None and reread is not None
+            assert reread.to_json() == manifest.to_json()
+            pipeline.run_window()  # its snapshot takes child again
+            assert not pipeline.rebuilding, pipeline.rebuilding
+            pipeline.assert_exact()
