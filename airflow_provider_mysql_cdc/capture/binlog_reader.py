@@ -182,6 +182,15 @@ BinlogItem = TransactionStart | RowsEvent | CascadesNotLogged | QueryStatement |
 
 
 _SKIPPED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT")
+#: A two-phase XA transaction's rows are logged at its XA PREPARE and committed (or not) by a later XA
+#: COMMIT (or XA ROLLBACK) transaction: no window can tell whether they count.
+_TWO_PHASE_XA = (
+    "transaction {gtid} is part of a two-phase XA transaction ({statement}): its rows are logged when it is "
+    "prepared and count only once a later XA COMMIT commits them, which this capture does not follow, so "
+    "the pipeline cannot pass it. Commit XA transactions in one phase (XA COMMIT ... ONE PHASE, followed like "
+    "a COMMIT), or write the pipeline's tables outside XA; once this one is committed or rolled back, start a "
+    "new pipeline (its snapshot begins after it). Nothing of the window was published"
+)
 
 
 def _rows_kind(event: Any) -> RowsKind:
@@ -240,8 +249,9 @@ class BinlogReader:
     preceded by :class:`CascadesNotLogged` (selected or not).
     ``replica_server_id`` must differ from every other replica's and reader's ``server_id`` on the
     source (the server drops the older of two streams with the same id). Compressed transactions
-    (``binlog_transaction_compression``) yield the same items as uncompressed ones. XA and
-    anonymous transactions raise :class:`BinlogStreamError` rather than being skipped.
+    (``binlog_transaction_compression``) yield the same items as uncompressed ones. A one-phase XA
+    transaction (``XA COMMIT ... ONE PHASE``) is one like any other; two-phase XA and anonymous
+    transactions raise :class:`BinlogStreamError` rather than being skipped.
     """
 
     def __init__(
@@ -410,9 +420,10 @@ class BinlogReader:
             assert self._stream is not None
             self._stream.follow_file_checksum(event)
         elif isinstance(event, XAPrepareEvent):
-            raise BinlogStreamError(
-                f"XA transaction {self._open_gtid} found: XA PREPARE/COMMIT transactions are not supported"
-            )
+            self._require_transaction(event)
+            if not event.one_phase and not self._skipping:
+                raise BinlogStreamError(_TWO_PHASE_XA.format(gtid=self._open_gtid, statement="XA PREPARE"))
+            yield from self._commit()  # XA COMMIT ... ONE PHASE: committed here, like a COMMIT
         elif event.event_type == TRANSACTION_PAYLOAD_EVENT:
             yield from self._payload(event)
         elif event.event_type == INCIDENT_EVENT:
@@ -476,8 +487,14 @@ class BinlogReader:
             self._in_begin = True
         elif keyword in ("COMMIT", "ROLLBACK"):  # ROLLBACK: non-transactional changes stay
             yield from self._commit()
-        elif keyword.startswith("XA "):
-            raise BinlogStreamError(f"XA transaction {self._open_gtid} found: XA transactions are not supported")
+        elif keyword.startswith(("XA START", "XA BEGIN")):
+            self._in_begin = True  # its end: XA COMMIT ... ONE PHASE, or an XA PREPARE (not followed)
+        elif keyword.startswith("XA END"):
+            pass
+        elif keyword.startswith("XA "):  # XA COMMIT or XA ROLLBACK of one prepared earlier: a whole transaction
+            if not self._skipping:
+                raise BinlogStreamError(_TWO_PHASE_XA.format(gtid=self._open_gtid, statement=sql[:80]))
+            yield from self._commit()
         elif self._in_begin and keyword.startswith(_SKIPPED_STATEMENTS):
             pass
         else:

@@ -473,3 +473,45 @@ def test_a_replica_of_a_source_running_cascades_in_innodb_leaves_the_children_wa
             pipeline.run_window()  # its snapshot takes child again
             assert not pipeline.rebuilding, pipeline.rebuilding
             pipeline.assert_exact()
+
+
+def test_one_phase_xa_transactions_are_followed_and_two_phase_ones_stop(pipeline_for: NewPipeline) -> None:
+    """MySQL logs ``XA COMMIT ... ONE PHASE`` as one transaction (``XA START``, rows, ``XA END``, an
+    XA_prepare event marked one-phase): followed like a COMMIT. A two-phase XA transaction's rows are
+    logged at its ``XA PREPARE`` and committed by a later ``XA COMMIT`` transaction: the capture stops
+    there by name, and nothing of the window is published."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')"
+    )
+    database = pipeline.databases[0]
+
+    def one_phase(xid: str, *statements: str) -> list[str]:
+        return [f"XA START '{xid}'", *statements, f"XA END '{xid}'", f"XA COMMIT '{xid}' ONE PHASE"]
+
+    pipeline.snapshot()
+    pipeline.run_window()
+    pipeline.sql(
+        *one_phase(
+            "x1",
+            f"INSERT INTO `{database}`.t VALUES (3, 'c')",
+            f"UPDATE `{database}`.t SET v = 'B' WHERE id = 2",
+            f"DELETE FROM `{database}`.t WHERE id = 1",
+        ),
+        *one_phase("x2", f"INSERT INTO `{database}`.t VALUES (4, 'd')"),
+    )
+    pipeline.run_window()
+    pipeline.assert_exact()
+    last = pipeline.windows[-1]
+    pipeline.sql(
+        "XA START 'x3'",
+        f"INSERT INTO `{database}`.t VALUES (5, 'e')",
+        "XA END 'x3'",
+        "XA PREPARE 'x3'",
+        "XA COMMIT 'x3'",
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.run_window()
+    (error,) = stopped.value.errors
+    assert (error.stage, error.error_class) == ("capture", "BinlogStreamError"), error
+    assert "two-phase XA transaction (XA PREPARE)" in error.message and "ONE PHASE" in error.message, error
+    assert pipeline.windows[-1] == last  # nothing published
