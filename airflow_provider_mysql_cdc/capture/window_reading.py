@@ -37,10 +37,8 @@ from airflow_provider_mysql_cdc.core.foreign_keys import (
     UNLOGGED_CASCADE_REASON,
     cascades_not_logged_reason,
     cascading_child_reason,
-    unlogged_cascades,
 )
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
-from airflow_provider_mysql_cdc.core.preflight import ServerVersion
 from airflow_provider_mysql_cdc.core.schema_events import (
     COLUMN_ADDED,
     COLUMN_DROPPED,
@@ -75,7 +73,6 @@ from airflow_provider_mysql_cdc.errors import (
 )
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import (
-    cascading_foreign_key_children,
     cascading_foreign_keys,
     selected_tables,
     table_engine,
@@ -577,6 +574,7 @@ def read_window(
     handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
     engine_problem = _created_engine_problems(source, store, request.pipeline, window, bound, server)
     lower_case_names = server.facts.variables.get("lower_case_table_names") == "1"
+    cascade_watch = _cascade_watch(source, store, request, window)
     state = WindowReader(
         request,
         store,
@@ -587,10 +585,10 @@ def read_window(
         _database_defaults(source),
         engine_problem,
         _cascade_problems(store, request.pipeline, window, server),
-        _cascade_watch(source, store, request, window),
+        cascade_watch,
         lower_case_names=lower_case_names,
     )
-    state.wait_from_the_start(_unlogged_cascade_waits(source, store, request, window, server, state.tracker.pending))
+    state.wait_from_the_start(_unlogged_cascade_waits(cascade_watch, window, server, state.tracker.pending))
     if not bound.exact:  # a re-read of a published window never skips: its binlog must be complete
         state.covered = _purged_but_in_snapshots(request, source, window, handoffs, server.gtid_purged)
     start = window.lower | state.covered
@@ -657,10 +655,7 @@ def _cascade_problems(
     read found, so a server restarted since with cascades logged (the fix the reason suggests) reads the same."""
     if window.is_published:
         return _recorded_problems(store, pipeline, window, (UNLOGGED_CASCADE_REASON,))
-    facts = server.facts
-    unlogged = unlogged_cascades(
-        ServerVersion.parse(facts.version, facts.version_comment), facts.variables.get("innodb_native_foreign_keys")
-    )
+    unlogged = server.facts.unlogged_cascades
     if unlogged is None:
         return lambda ref, seq: None
     return lambda ref, seq: cascading_child_reason(str(ref), unlogged)
@@ -671,42 +666,23 @@ _FOUND_AT_CAPTURE = "found when the window was captured: "
 
 
 def _unlogged_cascade_waits(
-    source: MySqlConnectionConfig,
-    store: FrontierStore,
-    request: CaptureRequest,
-    window: WindowRecord,
-    server: ServerState,
-    waiting: Mapping[str, str],
+    watch: CascadeWatch, window: WindowRecord, server: ServerState, waiting: Mapping[str, str]
 ) -> list[tuple[TableRef, str, str]]:
-    """The selected tables not already ``waiting`` whose rows a foreign key's cascade changes on a server
-    that does not log those changes, each with a GTID text and the reason it waits from the window's
-    start: the server changed since the tables were snapshotted or given their keys (restarted with
+    """The followed tables (``watch``'s children, not already ``waiting``) that wait from the window's
+    start, each with a GTID text and the reason, on a server that does not log the rows cascades change:
+    it changed since they were snapshotted or given their keys (restarted with
     ``innodb_native_foreign_keys=ON``, or a replica of an older MySQL promoted), so the window may lack
-    cascaded changes. A published window read again repeats what its first read found."""
+    cascaded changes. A published window read again repeats its first read's (``watch.from_start``)."""
     if window.is_published:
-        return [
-            (TableRef(*r.table_name.split(".", 1)), r.gtid, r.reason)
-            for r in store.rebuild_requests(request.pipeline)
-            if r.window_id == window.window_id
-            and r.seq == cdc_seq(window.window_id, 0)
-            and r.reason.startswith(_FOUND_AT_CAPTURE)
-        ]
-    facts = server.facts
-    unlogged = unlogged_cascades(
-        ServerVersion.parse(facts.version, facts.version_comment), facts.variables.get("innodb_native_foreign_keys")
-    )
+        return watch.from_start
+    unlogged = server.facts.unlogged_cascades
     if unlogged is None:
         return []
-    with connection_to(source) as connection:
-        children = cascading_foreign_key_children(connection, source)
+    children = sorted({child for refs in watch.children.values() for child in refs}, key=str)
     return [
-        (
-            TableRef(child.database, child.table),
-            str(window.lower),
-            _FOUND_AT_CAPTURE + cascading_child_reason(str(child), unlogged),
-        )
-        for child in sorted(children, key=str)
-        if request.tables.matches(child.database, child.table) and str(child) not in waiting
+        (child, str(window.lower), _FOUND_AT_CAPTURE + cascading_child_reason(str(child), unlogged))
+        for child in children
+        if str(child) not in waiting
     ]
 
 
@@ -714,11 +690,14 @@ def _unlogged_cascade_waits(
 class CascadeWatch:
     """``children``: (database, parent table) -> the selected tables whose foreign keys to it cascade: a
     delete or update of the parent logged without its cascades (:class:`CascadesNotLogged`) leaves them
-    waiting. ``recorded``: for a published window read again, the waits its first read found (seq, table,
-    GTID text, reason), repeated at the same changes (the keys may have changed since)."""
+    waiting (and, on a server that does not log cascades, all of them wait from the window's start).
+    For a published window read again, the waits its first read found, repeated as they were (the keys
+    and the server may have changed since): ``recorded``, by an unlogged cascade (seq, table, GTID text,
+    reason), at the same changes; ``from_start`` (table, GTID text, reason), from the window's start."""
 
     children: Mapping[tuple[str, str], tuple[TableRef, ...]] = dataclasses.field(default_factory=dict)
     recorded: list[tuple[int, TableRef, str, str]] = dataclasses.field(default_factory=list)
+    from_start: list[tuple[TableRef, str, str]] = dataclasses.field(default_factory=list)
 
     def watches(self, database: str, table: str) -> bool:
         """Whether ``database.table`` is a parent whose logged deletes and updates are checked."""
@@ -729,14 +708,20 @@ def _cascade_watch(
     source: MySqlConnectionConfig, store: FrontierStore, request: CaptureRequest, window: WindowRecord
 ) -> CascadeWatch:
     """The parents of the selected tables whose foreign keys cascade, read from the server (a first read),
-    or the waits a published window's first read recorded."""
+    or the waits a published window's first read recorded: by an unlogged cascade, or from its start."""
     if window.is_published:
+        requests = [r for r in store.rebuild_requests(request.pipeline) if r.window_id == window.window_id]
         return CascadeWatch(
             recorded=sorted(
                 (r.seq, TableRef(*r.table_name.split(".", 1)), r.gtid, r.reason)
-                for r in store.rebuild_requests(request.pipeline)
-                if r.window_id == window.window_id and r.reason.startswith(CASCADES_NOT_LOGGED_REASON)
-            )
+                for r in requests
+                if r.reason.startswith(CASCADES_NOT_LOGGED_REASON)
+            ),
+            from_start=[
+                (TableRef(*r.table_name.split(".", 1)), r.gtid, r.reason)
+                for r in requests
+                if r.seq == cdc_seq(window.window_id, 0) and r.reason.startswith(_FOUND_AT_CAPTURE)
+            ],
         )
     with connection_to(source) as connection:
         keys = cascading_foreign_keys(connection, source)

@@ -235,6 +235,13 @@ class ServerFacts:
     #: with the tables).
     cascading_children: tuple[TableName, ...] = ()
 
+    @property
+    def unlogged_cascades(self) -> str | None:
+        """Why this server's binlog leaves out the rows foreign-key cascades change, or None when it logs
+        them (:func:`~airflow_provider_mysql_cdc.core.foreign_keys.unlogged_cascades`)."""
+        server = ServerVersion.parse(self.version, self.version_comment)
+        return unlogged_cascades(server, self.variables.get("innodb_native_foreign_keys"))
+
 
 @dataclass(frozen=True)
 class PreflightReport:
@@ -439,16 +446,14 @@ def evaluate(
         purpose = "to read it" if privilege == "SELECT" else "for the consistent snapshot"
         error("privileges", f"{account} lacks {privilege} on {names} ({purpose}){role_hint}", fix)
 
-    findings += _unlogged_cascade_findings(server, variables, facts, selected)
+    findings += _unlogged_cascade_findings(facts, selected)
     return PreflightReport(server, account, tuple(findings), tuple(selected))
 
 
-def _unlogged_cascade_findings(
-    server: ServerVersion, variables: Mapping[str, str | None], facts: ServerFacts, selected: Sequence[TableName]
-) -> list[PreflightFinding]:
+def _unlogged_cascade_findings(facts: ServerFacts, selected: Sequence[TableName]) -> list[PreflightFinding]:
     """The selected tables whose rows foreign-key cascades change on a server that does not log those
     changes: they wait alone (``core.foreign_keys``)."""
-    unlogged = unlogged_cascades(server, variables.get("innodb_native_foreign_keys"))
+    unlogged = facts.unlogged_cascades
     cascading = set(facts.cascading_children)
     children = [table for table in selected if table in cascading]
     if unlogged is None or not children:

@@ -10,7 +10,7 @@ from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import UnparsedDdl
-from airflow_provider_mysql_cdc.core.foreign_keys import ROW_CHANGING_RULES, unlogged_cascades
+from airflow_provider_mysql_cdc.core.foreign_keys import ROW_CHANGING_RULES
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.preflight import (
     CHECKED_VARIABLES,
@@ -219,16 +219,6 @@ def merge_members(
         for member in (statement.tables or ())[1:] if isinstance(statement, UnparsedDdl) else ():
             members.setdefault(str(member), str(merge))
     return members
-
-
-def unlogged_foreign_key_cascades(connection: Connection[Any], source: MySqlConnectionConfig) -> str | None:
-    """Why the server's binlog leaves out the rows foreign-key cascades change, or None when it logs them
-    (:func:`~airflow_provider_mysql_cdc.core.foreign_keys.unlogged_cascades`)."""
-    version, comment = query(connection, source, "SELECT VERSION(), @@version_comment")[0]
-    native = query(connection, source, "SHOW GLOBAL VARIABLES WHERE Variable_name = 'innodb_native_foreign_keys'")
-    return unlogged_cascades(
-        ServerVersion.parse(str(version), str(comment or "")), str(native[0][1]) if native else None
-    )
 
 
 def cascading_foreign_keys(

@@ -42,8 +42,8 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
     require_named_tables,
     selected_tables,
     tables_in_unfollowable_engines,
-    unlogged_foreign_key_cascades,
 )
+from airflow_provider_mysql_cdc.mysql.server_state import ServerState
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from airflow_provider_mysql_cdc.snapshot.request import (
     ER_ACCESS_DENIED_CODES,
@@ -319,7 +319,7 @@ def plan_snapshot(request: SnapshotRequest, source: MySqlConnectionConfig, store
             log.info("pipeline %s registered with initial frontier %s", request.pipeline, record.initial_frontier)
         fresh_plans: dict[str, tuple[SnapshotChunk, ...]] = {}
         if snapshot is None:
-            decided = _new_snapshot(request, connection, source, store, str(server.gtid_executed))
+            decided = _new_snapshot(request, connection, source, store, server)
             if decided is None:
                 return SnapshotPlan(request.pipeline, None, (), ())
             snapshot, fresh_plans = decided
@@ -346,8 +346,9 @@ def _new_snapshot(
     connection: pymysql.connections.Connection[Any],
     source: MySqlConnectionConfig,
     store: FrontierStore,
-    gtid_executed: str,
+    server: ServerState,
 ) -> tuple[SnapshotRecord, dict[str, tuple[SnapshotChunk, ...]]] | None:
+    gtid_executed = str(server.gtid_executed)
     existing = selected_tables(connection, source, request.tables)
     for pattern in request.resnapshot:
         if not any(TableSelection.of([pattern]).matches(*split_table_name(name)) for name in existing):
@@ -378,7 +379,7 @@ def _new_snapshot(
         return None
     # Missing privileges and plans too big for Airflow's mapping are refused before anything is recorded.
     _require_snapshot_privileges(connection, source, tables)
-    unreadable = _unreadable_tables(connection, source, tables)
+    unreadable = _unreadable_tables(connection, source, tables, server.facts.unlogged_cascades)
     tables = [name for name in tables if name not in unreadable]
     if not tables:
         _leave_waiting(request, store, unreadable, gtid_executed)
@@ -406,18 +407,20 @@ def _new_snapshot(
 
 
 def _unreadable_tables(
-    connection: pymysql.connections.Connection[Any], source: MySqlConnectionConfig, tables: Sequence[str]
+    connection: pymysql.connections.Connection[Any],
+    source: MySqlConnectionConfig,
+    tables: Sequence[str],
+    unlogged: str | None,
 ) -> dict[str, str]:
     """``db.table`` -> why, for each table whose columns cannot be staged (a column type or character set
     the provider has no conversion for), whose storage engine's rows its row events do not describe
     (``BLACKHOLE`` keeps none; a ``MERGE`` table shows its UNION's), or that is in a MERGE table's UNION
     (rows written through the MERGE table are logged as its own), or whose rows a foreign key's cascade
-    changes on a server that does not log those changes. Those tables wait alone; the others are
-    snapshotted."""
+    changes on a server that does not log those changes (``unlogged``: why, or None). Those tables wait
+    alone; the others are snapshotted."""
     engines = tables_in_unfollowable_engines(connection, source)
     members = merge_members(connection, source, engines)
     engine_of = {str(table): engine for table, engine in engines.items()}
-    unlogged = unlogged_foreign_key_cascades(connection, source)
     children = {str(table) for table in cascading_foreign_key_children(connection, source)} if unlogged else set()
     unreadable: dict[str, str] = {}
     for table_name in tables:
