@@ -23,6 +23,7 @@ of an unselected table costs its table-map and row-header parse and is never yie
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -191,6 +192,33 @@ _TWO_PHASE_XA = (
     "a COMMIT), or write the pipeline's tables outside XA; once this one is committed or rolled back, start a "
     "new pipeline (its snapshot begins after it). Nothing of the window was published"
 )
+
+#: A transaction logged without a GTID (``Anonymous_gtid``): MySQL writes one while ``gtid_mode`` is
+#: below ``ON`` (``ON_PERMISSIVE`` lets a session ``SET gtid_next = 'ANONYMOUS'``; ``OFF_PERMISSIVE``
+#: makes every new transaction one), and refuses to send it to a reader asking by GTID set
+#: (ER_CANT_REPLICATE_ANONYMOUS_WITH_AUTO_POSITION, error 1236), so no capture can pass it.
+_ANONYMOUS_TRANSACTION = (
+    "the binlog holds a transaction without a GTID{where}, after {after} (an anonymous transaction, "
+    "written while gtid_mode was below ON): a GTID frontier cannot place it, so no capture can read past "
+    "it, and which tables it changed cannot be told{server}. Set gtid_mode back to ON one step at a time "
+    "(SET PERSIST gtid_mode = ON_PERMISSIVE, then ON; a replica of this server needs the same), run FLUSH "
+    "BINARY LOGS so that the binlog goes on in a file after it, then start a new pipeline (its snapshot's "
+    "frontier begins in that file; give it target tables of its own, or drop this pipeline's first): this "
+    "one stops here every time. Nothing of the window was published"
+)
+_ANONYMOUS_AT = re.compile(r"at file (?P<file>\S+), position (?P<position>\d+)")
+
+
+def _anonymous_transaction_error(after: Gtid | GtidSet | None, server_message: str = "") -> BinlogStreamError:
+    """The stop for an anonymous transaction after ``after`` (the last transaction read, or the
+    frontier); ``server_message`` is MySQL's refusal, which says where the transaction is."""
+    found = _ANONYMOUS_AT.search(server_message)
+    if found is not None:
+        where, server = f" in {found['file'].rsplit('/', 1)[-1]} at position {found['position']}", ""
+    else:
+        where, server = "", f" (MySQL: {server_message})" if server_message else ""
+    following = f"transaction {after}" if isinstance(after, Gtid) else f"the frontier {after or '(empty)'}"
+    return BinlogStreamError(_ANONYMOUS_TRANSACTION.format(where=where, after=following, server=server))
 
 
 def _rows_kind(event: Any) -> RowsKind:
@@ -378,6 +406,8 @@ class BinlogReader:
                     "Set it back (SET PERSIST binlog_checksum = 'CRC32') and run the capture again: it reads files "
                     "written under either setting"
                 ) from None
+            if code == _FATAL_ERROR_READING_BINLOG and "anonymous transaction" in text.lower():
+                raise _anonymous_transaction_error(self._last_gtid or self._after, text) from None
             if code in _LOST_CONNECTION:
                 raise self._lost(text) from None
             raise BinlogStreamError(f"the binlog stream from {self._config.address} failed: [{code}] {text}") from None
@@ -434,10 +464,8 @@ class BinlogReader:
                 "error log, then re-snapshot the pipeline's tables"
             )
         elif event.event_type == ANONYMOUS_GTID_LOG_EVENT:
-            raise BinlogStreamError(
-                "anonymous (GTID-less) transaction found in a binlog written before gtid_mode=ON; "
-                "start from a frontier that covers the binlogs written since GTIDs were enabled"
-            )
+            where = f"at file {self._binlog_file}, position {event.packet.log_pos}"  # the event's end
+            raise _anonymous_transaction_error(self._last_gtid or self._after, where)
 
     def _start(self, event: Any) -> Iterator[BinlogItem]:
         if self._open_gtid is not None:

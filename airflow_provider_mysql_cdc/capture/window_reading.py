@@ -68,6 +68,7 @@ from airflow_provider_mysql_cdc.decoding.compiled_rows import compile_row_decode
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.errors import (
     BinlogPurgedError,
+    BinlogStreamError,
     TerminalCdcError,
     WindowIncompleteError,
 )
@@ -601,6 +602,10 @@ def read_window(
         return state  # nothing was committed past the lower bound: an empty window, no stream needed
     try:
         _stream(request, source, start, bound, state, needed, remaining, clock)
+    except BinlogStreamError as exc:
+        if type(exc) is not BinlogStreamError:
+            raise
+        raise BinlogStreamError(f"pipeline {request.pipeline!r} window {window.window_id}: {exc}") from None
     finally:
         handoffs.close()
     state.replay_cascade_waits(to_the_end=True)

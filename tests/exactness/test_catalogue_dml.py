@@ -28,6 +28,7 @@ from tests.exactness.harness import ExactnessPipeline, WindowRecord, WindowStopp
 from tests.exactness.scenario import drive, run_windows
 from tests.mysql_servers import MySqlTestServer, running_local
 from tests.reliability.replica import running_replica
+from tests.spark_session import CATALOG
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -515,3 +516,56 @@ def test_one_phase_xa_transactions_are_followed_and_two_phase_ones_stop(pipeline
     assert (error.stage, error.error_class) == ("capture", "BinlogStreamError"), error
     assert "two-phase XA transaction (XA PREPARE)" in error.message and "ONE PHASE" in error.message, error
     assert pipeline.windows[-1] == last  # nothing published
+
+
+def test_an_anonymous_transaction_stops_every_capture_until_a_new_pipeline(
+    restarted_mysql: MySqlTestServer, spark: Any, tmp_path: Path
+) -> None:
+    """``gtid_mode`` stepped down to ``ON_PERMISSIVE`` after the preflight lets a session write a
+    transaction without a GTID (``SET gtid_next = 'ANONYMOUS'``). MySQL refuses to send it to a reader
+    asking by GTID set, and no frontier can place it: each capture stops by name, with where it is and
+    what to do, and publishes nothing. Once ``gtid_mode`` is ``ON`` again and the binlog flushed, a new
+    pipeline starts past it and equals MySQL."""
+    server = restarted_mysql
+    database = "ex_anonymous"
+    server.execute(
+        f"DROP DATABASE IF EXISTS `{database}`",
+        f"CREATE DATABASE `{database}`",
+        f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO `{database}`.t VALUES (1, 1)",
+    )
+    pipeline = ExactnessPipeline(server, spark, tmp_path, database, [database])
+    pipeline.snapshot()
+    pipeline.run_window()
+    published = pipeline.windows[-1]
+    try:
+        server.execute("SET GLOBAL gtid_mode = ON_PERMISSIVE")
+        pipeline.sql(
+            f"INSERT INTO `{database}`.t VALUES (2, 2)",
+            "SET SESSION gtid_next = 'ANONYMOUS'",
+            f"UPDATE `{database}`.t SET v = 10 WHERE id = 1",
+            "SET SESSION gtid_next = 'AUTOMATIC'",
+            f"INSERT INTO `{database}`.t VALUES (3, 3)",
+        )
+    finally:
+        server.execute("SET GLOBAL gtid_mode = ON")
+    assert pipeline.sql(f"SELECT id, v FROM `{database}`.t ORDER BY id") == [(1, 10), (2, 2), (3, 3)]
+    for _ in range(2):  # the same stop each time: nothing is skipped
+        with pytest.raises(WindowStopped) as stopped:
+            pipeline.run_window()
+        (error,) = stopped.value.errors
+        assert (error.stage, error.error_class) == ("capture", "BinlogStreamError"), error
+        assert error.message.startswith(
+            f"pipeline {database!r} window 2: the binlog holds a transaction without a GTID"
+        )
+        assert " in binlog.0000" in error.message and " at position " in error.message, error.message
+        assert "SET PERSIST gtid_mode = ON" in error.message and "FLUSH BINARY LOGS" in error.message, error.message
+        assert pipeline.windows[-1] == published
+    server.execute("FLUSH BINARY LOGS")
+    spark.sql(f"DROP TABLE {CATALOG}.{database}.t")  # or give the new pipeline targets of its own
+    fresh = ExactnessPipeline(server, spark, tmp_path, f"{database}_again", [database])
+    fresh.snapshot()
+    fresh.run_window()
+    fresh.sql(f"DELETE FROM `{database}`.t WHERE id = 2", f"INSERT INTO `{database}`.t VALUES (4, 4)")
+    fresh.run_window()
+    fresh.assert_exact()

@@ -17,6 +17,7 @@ from pymysqlreplication.gtid import GtidSet as LibraryGtidSet
 
 from airflow_provider_mysql_cdc.capture.binlog_library import DumpGtidSet, install_stream_hooks
 from airflow_provider_mysql_cdc.capture.binlog_protocol import (
+    ANONYMOUS_GTID_LOG_EVENT,
     EXECUTE_LOAD_QUERY_POST_HEADER_LENGTH,
     GTID_LOG_EVENT,
     GTID_TAGGED_LOG_EVENT,
@@ -29,7 +30,7 @@ from airflow_provider_mysql_cdc.capture.binlog_protocol import (
     read_varlen_uint,
     server_version_text,
 )
-from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogReader, _SeenGtids
+from airflow_provider_mysql_cdc.capture.binlog_reader import BinlogReader, _anonymous_transaction_error, _SeenGtids
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.gtid import Gtid, GtidSet
 from airflow_provider_mysql_cdc.errors import BinlogStreamError
@@ -381,3 +382,30 @@ def test_an_incident_event_stops_the_stream_by_name() -> None:
     incident = SimpleNamespace(event_type=INCIDENT_EVENT, packet=SimpleNamespace(log_pos=4242))
     with pytest.raises(BinlogStreamError, match=r"Incident event .* end position 4242\): it may have lost changes"):
         list(reader._items_for(incident))
+
+
+def test_an_anonymous_transaction_stops_the_stream_with_where_it_is_and_the_fix() -> None:
+    """A reader asking by GTID set gets MySQL's refusal (error 1236, tested against the server in
+    ``test_an_anonymous_transaction_stops_every_capture_until_a_new_pipeline``); the event itself only
+    reaches a reader asking by position. Both stops say where the transaction is and what to do."""
+    frontier = GtidSet.parse(f"{SERVER_UUID}:1-6")
+    reader = BinlogReader(
+        MySqlConnectionConfig(host="127.0.0.1", port=1, user="cdc"), after=frontier, replica_server_id=7
+    )
+    reader._binlog_file = "binlog.000002"
+    anonymous = SimpleNamespace(event_type=ANONYMOUS_GTID_LOG_EVENT, packet=SimpleNamespace(log_pos=277))
+    with pytest.raises(BinlogStreamError) as stopped:
+        list(reader._items_for(anonymous))
+    message = str(stopped.value)
+    where = "without a GTID in binlog.000002 at position 277"
+    assert message.startswith(f"the binlog holds a transaction {where}, after the frontier {frontier} ("), message
+    assert "SET PERSIST gtid_mode = ON_PERMISSIVE, then ON" in message and "FLUSH BINARY LOGS" in message
+    refusal = (
+        "Cannot replicate anonymous transaction when AUTO_POSITION = 1, at file /data/binlog.000009, position 198."
+    )
+    after_one = str(_anonymous_transaction_error(Gtid(SERVER_UUID, "", 8), refusal))
+    assert "without a GTID in binlog.000009 at position 198, after transaction " + SERVER_UUID + ":8 (" in after_one
+    assert "/data" not in after_one
+    unplaced = str(_anonymous_transaction_error(GtidSet.parse(""), "Cannot replicate anonymous transaction"))
+    assert "without a GTID, after the frontier (empty) (" in unplaced
+    assert "(MySQL: Cannot replicate anonymous transaction)" in unplaced
