@@ -388,7 +388,35 @@ GENERATED = Case(
     updates=((1, "a = 5"), (3, "a = 7, inv = 70")),
 )
 
-CASES = (INTS, NUMBERS, TEMPORAL, STRINGS, JSON, SPATIAL, VECTOR, GENERATED)
+#: (DDL, kind, value of row r in column i) of the wide table's repeating column types.
+_WIDE_TYPES: tuple[tuple[str, str, Callable[[int, int], str]], ...] = (
+    ("TINYINT", "plain", lambda i, r: str((i * r) % 128 - (r % 2) * 128)),
+    ("VARCHAR(2) CHARACTER SET latin1", "text", lambda i, r: f"'{(i + r) % 10}é'"),
+    ("BIT(3)", "bits", lambda i, r: f"b'{(i + r) % 8:03b}'"),
+    ("DATE", "date", lambda i, r: f"'20{(i + r) % 100:02d}-0{1 + r % 9}-{1 + i % 28:02d}'"),
+    ("DOUBLE", "plain", lambda i, r: f"{i}.25e{r % 7}"),
+    ("SMALLINT UNSIGNED", "plain", lambda i, r: str((i * 211 + r) % 65536)),
+)
+_WIDE_COLUMNS = 300  # past 250 (the table map's column count takes three bytes) and a 38-byte null bitmap
+
+
+def _wide_row(r: int) -> str:
+    """Row ``r`` of the wide table: every seventh value NULL, in a pattern that moves with ``r``."""
+    values = ("NULL" if (i + r) % 7 == 0 else _WIDE_TYPES[i % len(_WIDE_TYPES)][2](i, r) for i in range(_WIDE_COLUMNS))
+    return ", ".join(values)
+
+
+WIDE = Case(
+    "wide",
+    tuple(
+        Col(f"c{i}", _WIDE_TYPES[i % len(_WIDE_TYPES)][0], _WIDE_TYPES[i % len(_WIDE_TYPES)][1])
+        for i in range(_WIDE_COLUMNS)
+    ),
+    tuple(_wide_row(r) for r in range(1, 5)),
+    updates=((1, "c0 = NULL, c253 = 'x', c299 = 7"), (3, "c1 = NULL, c250 = NULL, c298 = 1.5")),
+)
+
+CASES = (INTS, NUMBERS, TEMPORAL, STRINGS, JSON, SPATIAL, VECTOR, GENERATED, WIDE)
 
 
 # -- the round trip -------------------------------------------------------------------------------
