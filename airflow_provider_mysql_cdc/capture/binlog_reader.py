@@ -84,6 +84,8 @@ __all__ = [
     "RowsEvent",
     "TransactionCommit",
     "TransactionStart",
+    "XaOutcome",
+    "XaPrepared",
 ]
 
 _FATAL_ERROR_READING_BINLOG = 1236  # ER_SOURCE_FATAL_ERROR_READING_BINLOG: purged binlogs and more
@@ -157,6 +159,24 @@ USE_SQL_FOREIGN_KEY_F = 0x10
 
 
 @dataclass(frozen=True)
+class XaPrepared:
+    """The transaction ends in a two-phase ``XA PREPARE`` of ``xid``: its rows count once a later
+    transaction commits ``xid`` (:class:`XaOutcome`), and never if one rolls it back. Yielded just before
+    its :class:`TransactionCommit`."""
+
+    xid: str
+
+
+@dataclass(frozen=True)
+class XaOutcome:
+    """The transaction is an ``XA COMMIT`` (``committed``) or ``XA ROLLBACK`` of ``xid``, prepared by an
+    earlier transaction; it has no rows of its own."""
+
+    xid: str
+    committed: bool
+
+
+@dataclass(frozen=True)
 class TransactionCommit:
     """The transaction opened by the last :class:`TransactionStart` is complete."""
 
@@ -174,25 +194,44 @@ class Rotate:
     position: int
 
 
-BinlogItem = TransactionStart | RowsEvent | CascadesNotLogged | QueryStatement | TransactionCommit | Idle | Rotate
+BinlogItem = (
+    TransactionStart
+    | RowsEvent
+    | CascadesNotLogged
+    | QueryStatement
+    | XaPrepared
+    | XaOutcome
+    | TransactionCommit
+    | Idle
+    | Rotate
+)
 
 # -- protocol: pure encoders and decoders ------------------------------------------------------
+
+
+def xa_xid(gtrid: bytes, bqual: bytes, format_id: int) -> str:
+    """An XA transaction's id as MySQL writes it in the binlog: ``X'6162',X'',1``."""
+    return f"X'{gtrid.hex()}',X'{bqual.hex()}',{format_id}"
+
+
+#: ``XA COMMIT``/``XA ROLLBACK`` as the binlog holds them (MySQL 8.0 and 9.x write the id in hex).
+_XA_OUTCOME = re.compile(r"XA\s+(COMMIT|ROLLBACK)\s+X'([0-9a-f]*)'\s*,\s*X'([0-9a-f]*)'\s*,\s*(\d+)\s*$", re.I)
+
+
+def xa_outcome(sql: str) -> XaOutcome | None:
+    """The outcome an ``XA COMMIT``/``XA ROLLBACK`` statement of the binlog gives, or None for another text."""
+    found = _XA_OUTCOME.match(sql.strip())
+    if found is None:
+        return None
+    verb, gtrid, bqual, format_id = found.groups()
+    xid = xa_xid(bytes.fromhex(gtrid), bytes.fromhex(bqual), int(format_id))
+    return XaOutcome(xid, committed=verb.upper() == "COMMIT")
 
 
 # -- python-mysql-replication glue -------------------------------------------------------------
 
 
 _SKIPPED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT")
-#: A two-phase XA transaction's rows are logged at its XA PREPARE and committed (or not) by a later XA
-#: COMMIT (or XA ROLLBACK) transaction: no window can tell whether they count.
-_TWO_PHASE_XA = (
-    "transaction {gtid} is part of a two-phase XA transaction ({statement}): its rows are logged when it is "
-    "prepared and count only once a later XA COMMIT commits them, which this capture does not follow, so "
-    "the pipeline cannot pass it. Commit XA transactions in one phase (XA COMMIT ... ONE PHASE, followed like "
-    "a COMMIT), or write the pipeline's tables outside XA; once this one is committed or rolled back, start a "
-    "new pipeline (its snapshot begins after it). Nothing of the window was published"
-)
-
 #: A transaction logged without a GTID (``Anonymous_gtid``): MySQL writes one while ``gtid_mode`` is
 #: below ``ON`` (``ON_PERMISSIVE`` lets a session ``SET gtid_next = 'ANONYMOUS'``; ``OFF_PERMISSIVE``
 #: makes every new transaction one), and refuses to send it to a reader asking by GTID set
@@ -278,8 +317,9 @@ class BinlogReader:
     ``replica_server_id`` must differ from every other replica's and reader's ``server_id`` on the
     source (the server drops the older of two streams with the same id). Compressed transactions
     (``binlog_transaction_compression``) yield the same items as uncompressed ones. A one-phase XA
-    transaction (``XA COMMIT ... ONE PHASE``) is one like any other; two-phase XA and anonymous
-    transactions raise :class:`BinlogStreamError` rather than being skipped.
+    transaction (``XA COMMIT ... ONE PHASE``) is one like any other; a two-phase one ends with
+    :class:`XaPrepared`, and the later transaction that commits or rolls it back is one
+    :class:`XaOutcome`. Anonymous transactions raise :class:`BinlogStreamError` rather than being skipped.
     """
 
     def __init__(
@@ -451,8 +491,8 @@ class BinlogReader:
             self._stream.follow_file_checksum(event)
         elif isinstance(event, XAPrepareEvent):
             self._require_transaction(event)
-            if not event.one_phase and not self._skipping:
-                raise BinlogStreamError(_TWO_PHASE_XA.format(gtid=self._open_gtid, statement="XA PREPARE"))
+            if not event.one_phase and not self._skipping:  # its rows count once an XA COMMIT commits it
+                yield XaPrepared(xa_xid(bytes(event.xid_gtrid), bytes(event.xid_bqual), int(event.xid_format_id)))
             yield from self._commit()  # XA COMMIT ... ONE PHASE: committed here, like a COMMIT
         elif event.event_type == TRANSACTION_PAYLOAD_EVENT:
             yield from self._payload(event)
@@ -516,12 +556,17 @@ class BinlogReader:
         elif keyword in ("COMMIT", "ROLLBACK"):  # ROLLBACK: non-transactional changes stay
             yield from self._commit()
         elif keyword.startswith(("XA START", "XA BEGIN")):
-            self._in_begin = True  # its end: XA COMMIT ... ONE PHASE, or an XA PREPARE (not followed)
+            self._in_begin = True  # its end: XA COMMIT ... ONE PHASE, or an XA PREPARE
         elif keyword.startswith("XA END"):
             pass
         elif keyword.startswith("XA "):  # XA COMMIT or XA ROLLBACK of one prepared earlier: a whole transaction
             if not self._skipping:
-                raise BinlogStreamError(_TWO_PHASE_XA.format(gtid=self._open_gtid, statement=sql[:80]))
+                outcome = xa_outcome(sql)
+                if outcome is None:
+                    raise BinlogStreamError(
+                        f"transaction {self._open_gtid}: an XA statement that cannot be read: {sql[:80]!r}"
+                    )
+                yield outcome
             yield from self._commit()
         elif self._in_begin and keyword.startswith(_SKIPPED_STATEMENTS):
             pass

@@ -19,6 +19,8 @@ from airflow_provider_mysql_cdc.capture.binlog_reader import (
     RowsEvent,
     TransactionCommit,
     TransactionStart,
+    XaOutcome,
+    XaPrepared,
 )
 from airflow_provider_mysql_cdc.capture.handoff import HandoffRules, TableHandoff, load_handoffs
 from airflow_provider_mysql_cdc.capture.request import CaptureRequest
@@ -30,6 +32,7 @@ from airflow_provider_mysql_cdc.capture.table_versions import (
     differ,
     fill_defaults,
 )
+from airflow_provider_mysql_cdc.capture.xa_transactions import XaTransactions, XaWait
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 from airflow_provider_mysql_cdc.core.ddl_statements import TableRef
 from airflow_provider_mysql_cdc.core.foreign_keys import (
@@ -153,6 +156,8 @@ class WindowReader:
         self.schemas: dict[tuple[str, str, int], SchemaVersionInfo] = {}
         self.current: TransactionStart | None = None
         self._current_gtid_text = ""
+        #: Two-phase XA transactions prepared in the window; it ends only once each has its outcome.
+        self.xa = XaTransactions()
         #: Binlog bytes per row image of the row event being staged (what the writer's byte budget counts).
         self._image_bytes = 0
         self._last_progress = time.monotonic()
@@ -298,10 +303,14 @@ class WindowReader:
         decision = False if handoff is None else handoff.by_gtid(self.current.gtid)
         if decision is True:  # every chunk's snapshot already holds this transaction
             self.skipped_events += 1
+            self.xa.held(item.database, item.table)
             return
         version = self._table_version(item)
         if version is None:
             return  # the table waits for a rebuild
+        if decision is None:
+            self.xa.held(item.database, item.table)
+        self.xa.staged(item.database, item.table, self._peek_seq())
         # Binlog bytes of the staged row events: what the max_bytes cap and progress lines count.
         self.approx_bytes += int(getattr(item.event, "event_size", 0))
         try:
@@ -421,11 +430,54 @@ class WindowReader:
 
     def _rebuild(self, item: RowsEvent, reason: str) -> None:
         """Stop staging the table in this window: it waits for a fresh snapshot."""
-        event = self.tracker.rebuild(
-            TableRef(item.database, item.table), self._peek_seq(), self._current_gtid_text, reason
-        )
-        self.schema_events.append(event)
-        self.versions = {key: value for key, value in self.versions.items() if key[:2] != (item.database, item.table)}
+        self._wait(TableRef(item.database, item.table), self._peek_seq(), self._current_gtid_text, reason)
+
+    def _wait(self, ref: TableRef, seq: int, gtid: str, reason: str) -> None:
+        """``ref`` waits for a fresh snapshot from ``seq`` on (the apply leaves out its rows from there;
+        its later row events are not staged)."""
+        self.schema_events.append(self.tracker.rebuild(ref, seq, gtid, reason))
+        self.versions = {key: value for key, value in self.versions.items() if key[:2] != (ref.database, ref.table)}
+
+    def on_item(self, item: RowsEvent | CascadesNotLogged | QueryStatement | XaPrepared | XaOutcome) -> None:
+        """One item inside the current transaction."""
+        if isinstance(item, RowsEvent):
+            self.on_rows(item)
+        elif isinstance(item, CascadesNotLogged):
+            self.on_cascades_not_logged(item)
+        elif isinstance(item, QueryStatement):
+            self.on_statement(item)
+        elif isinstance(item, XaPrepared):
+            self.on_xa_prepared(item)
+        else:
+            self.on_xa_outcome(item)
+
+    def on_xa_prepared(self, item: XaPrepared) -> None:
+        """The current transaction ends in a two-phase ``XA PREPARE``: its rows count once it is committed."""
+        self.xa.prepare(item.xid, self._current_gtid_text)
+
+    def on_xa_outcome(self, item: XaOutcome) -> None:
+        """The current transaction commits or rolls back an XA transaction prepared earlier."""
+        assert self.current is not None
+        gtid = self.current.gtid
+        if not item.committed:
+            waits = self.xa.rollback(item.xid, self._current_gtid_text)
+        else:
+            found = self.xa.commit(
+                item.xid,
+                self._current_gtid_text,
+                self._peek_seq(),
+                lambda ref: gtid in self.handoffs.covered.get(str(ref), GtidSet()),
+            )
+            if found is None and not self.handoffs.governing:
+                raise BinlogStreamError(_XA_PREPARED_BEFORE_THE_PIPELINE.format(xid=item.xid, gtid=gtid))
+            waits = found or []
+        for wait in waits:
+            self._xa_wait(wait)
+
+    def _xa_wait(self, wait: XaWait) -> None:
+        if wait.seq >= self._peek_seq() and str(wait.table) in self.tracker.pending:
+            return  # already waiting from an earlier change
+        self._wait(wait.table, wait.seq, wait.gtid, wait.reason)
 
     def _stage_many(self, item: RowsEvent, version: TableVersion, op: str, images: list[tuple[Any, ...]]) -> None:
         """Stage consecutive images of one op (the common case: no snapshot hand-off applies)."""
@@ -517,6 +569,7 @@ class WindowReader:
         """A transaction of the window begins."""
         self.current = item
         self._current_gtid_text = str(item.gtid)
+        self.xa.start()
         if self.first_commit_ts_us is None:
             self.first_commit_ts_us = item.commit_ts_us
 
@@ -788,6 +841,29 @@ def _purged_but_in_snapshots(
     return missing
 
 
+#: The commit of an XA transaction prepared before a pipeline's first frontier, in a pipeline no snapshot
+#: governs (one that captures from @@gtid_executed): its rows are in no window and no snapshot.
+_XA_PREPARED_BEFORE_THE_PIPELINE = (
+    "transaction {gtid} commits XA transaction {xid}, prepared before this pipeline's first frontier: its "
+    "rows were logged when it was prepared, so no window holds them, and the pipeline has no snapshot that "
+    "could (a snapshot waits for the commit of what it reads). Start a new pipeline now that the transaction "
+    "is committed (its first frontier holds the commit; give it target tables of its own, or drop this "
+    "pipeline's first), with a snapshot if its tables must hold the rows written before it. Nothing of the "
+    "window was published"
+)
+
+
+def _xa_not_resolved(request: CaptureRequest, window_id: int, state: WindowReader) -> str:
+    return (
+        f"pipeline {request.pipeline!r} window {window_id}: the window reached its end, but XA transaction "
+        f"{state.xa.describe_pending()} is still neither committed nor rolled back "
+        f"{MISSING_TRANSACTIONS_TIMEOUT_SECONDS:.0f} s later, and its rows count only once it is committed, so "
+        "the window cannot end before that. Retry the task; if the transaction stays prepared (XA RECOVER on "
+        "the server lists it; its coordinator may be gone), commit or roll it back there. Nothing of the window "
+        "was published"
+    )
+
+
 def _stream(
     request: CaptureRequest,
     source: MySqlConnectionConfig,
@@ -800,6 +876,16 @@ def _stream(
 ) -> None:
     idle_since: float | None = None
     window_id = state.window.window_id
+    past_end_since: float | None = None  # when the window reached its end with an XA transaction prepared
+
+    def read_on() -> None:
+        """The window has reached its end, but holds an XA transaction's prepare: it reads on to the
+        outcome, for as long as a missing transaction is waited for."""
+        nonlocal past_end_since
+        past_end_since = past_end_since or clock()
+        if clock() - past_end_since > MISSING_TRANSACTIONS_TIMEOUT_SECONDS:
+            raise WindowIncompleteError(_xa_not_resolved(request, window_id, state))
+
     with BinlogReader(
         source,
         after=start,
@@ -815,17 +901,26 @@ def _stream(
                     raise TerminalCdcError(f"binlog stream opened {item.gtid} inside {state.current.gtid}")
                 if bound.skips(item.gtid):
                     continue  # not part of this window: its events are ignored while current is None
-                if bound.ends_before(item.gtid, item.commit_ts_us):
+                ends = bound.ends_before(item.gtid, item.commit_ts_us)
+                cap = (
+                    None
+                    if ends or bound.exact
+                    else request.caps.reached(state.rows, state.approx_bytes, state.transactions)
+                )
+                if (ends or cap is not None) and state.xa.pending:
+                    read_on()  # a window ends only once every XA transaction prepared in it has its outcome
+                elif ends:
                     break
-                if not bound.exact:
-                    cap = request.caps.reached(state.rows, state.approx_bytes, state.transactions)
-                    if cap is not None:
-                        log.info("window %s ends early on a transaction boundary: %s reached", window_id, cap)
-                        break
+                elif cap is not None:
+                    log.info("window %s ends early on a transaction boundary: %s reached", window_id, cap)
+                    break
                 state.start_transaction(item)
             elif isinstance(item, Idle):
                 if remaining <= 0:
-                    break
+                    if not state.xa.pending:
+                        break
+                    read_on()
+                    continue
                 idle_since = idle_since or clock()
                 if clock() - idle_since > MISSING_TRANSACTIONS_TIMEOUT_SECONDS:
                     raise WindowIncompleteError(
@@ -836,16 +931,14 @@ def _stream(
                 state.on_rotate()
             elif state.current is None:
                 continue  # an event of a skipped transaction
-            elif isinstance(item, RowsEvent):
-                state.on_rows(item)
-            elif isinstance(item, CascadesNotLogged):
-                state.on_cascades_not_logged(item)
-            elif isinstance(item, QueryStatement):
-                state.on_statement(item)
             elif isinstance(item, TransactionCommit):
                 gtid = state.current.gtid
                 state.commit()
                 if gtid in needed:
                     remaining -= 1
-                    if remaining <= 0 and bound.before_us is None:
+                if remaining <= 0 and bound.before_us is None:
+                    if not state.xa.pending:
                         break
+                    read_on()
+            else:
+                state.on_item(item)

@@ -11,13 +11,18 @@ compared with MySQL after the snapshot and after every window.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airflow_provider_mysql_cdc.capture import window_reading
 from airflow_provider_mysql_cdc.core.foreign_keys import CASCADES_NOT_LOGGED_REASON
 from airflow_provider_mysql_cdc.mysql.client import connection_to
 from airflow_provider_mysql_cdc.mysql.introspection import run_preflight
@@ -476,46 +481,160 @@ def test_a_replica_of_a_source_running_cascades_in_innodb_leaves_the_children_wa
             pipeline.assert_exact()
 
 
-def test_one_phase_xa_transactions_are_followed_and_two_phase_ones_stop(pipeline_for: NewPipeline) -> None:
-    """MySQL logs ``XA COMMIT ... ONE PHASE`` as one transaction (``XA START``, rows, ``XA END``, an
-    XA_prepare event marked one-phase): followed like a COMMIT. A two-phase XA transaction's rows are
-    logged at its ``XA PREPARE`` and committed by a later ``XA COMMIT`` transaction: the capture stops
-    there by name, and nothing of the window is published."""
+def _xa(xid: str, *statements: str, end: str) -> list[str]:
+    """One XA transaction of ``statements`` ending in ``end`` (``XA COMMIT '<xid>' ONE PHASE``, or an
+    ``XA PREPARE`` that leaves it prepared, followed by what the caller gives)."""
+    return [f"XA START '{xid}'", *statements, f"XA END '{xid}'", end.format(xid=xid)]
+
+
+def _prepare(xid: str, *statements: str) -> list[str]:
+    return _xa(xid, *statements, end="XA PREPARE '{xid}'")
+
+
+def _while_committing_after(seconds: float, pipeline: ExactnessPipeline, xid: str, step: Callable[[], Any]) -> Any:
+    """Run ``step`` while ``XA COMMIT '<xid>'`` runs ``seconds`` after its start; assert it waited for it."""
+    commit = threading.Timer(seconds, pipeline.sql, [f"XA COMMIT '{xid}'"])
+    started = time.monotonic()
+    commit.start()
+    try:
+        result = step()
+        waited = time.monotonic() - started
+    finally:
+        commit.join()
+    assert waited >= seconds, waited  # it returned only after the commit
+    return result
+
+
+@contextlib.contextmanager
+def _busy(pipeline: ExactnessPipeline, table: str) -> Iterator[None]:
+    """Inside the block, an insert into ``table`` every 0.2 s: the binlog is never idle."""
+    stop = threading.Event()
+
+    def write() -> None:
+        for key in itertools.count(100):
+            if stop.wait(0.2):
+                return
+            pipeline.sql(f"INSERT INTO {table} VALUES ({key})")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        writer.join()
+
+
+def _assert_read_again_the_same(pipeline: ExactnessPipeline, window_ids: Sequence[int]) -> None:
+    """A clear of the captures of ``window_ids`` reads each published window the same."""
+    staging = Staging(str(pipeline.engine.staging), pipeline.name)
+    for number, record in enumerate(pipeline.windows, start=1):
+        if record.window_id in window_ids:
+            first = staging.read_window_manifest(record.window_id)
+            again = pipeline.engine.capture(f"{pipeline.name}-run-{number}")
+            reread = staging.read_window_manifest(record.window_id)
+            assert again.window_id == record.window_id and first is not None and reread is not None
+            assert reread.to_json() == first.to_json()
+
+
+def test_xa_transactions_count_from_their_commit(pipeline_for: NewPipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``XA COMMIT ... ONE PHASE`` is logged as one transaction; a two-phase XA transaction's rows are
+    logged at its ``XA PREPARE`` and count only once a later transaction (the single statement
+    ``XA COMMIT``) commits them. Committed in the same window: applied like any other. Rolled back after
+    its rows were staged: the tables it wrote wait for a fresh snapshot. Prepared when the capture
+    starts: the window reads on to its commit; still prepared a while after the window's end (the server
+    idle, or busy): the capture stops by name (transient) and publishes nothing. The published windows
+    read again the same."""
     pipeline = pipeline_for(
-        "CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')"
+        "CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE {db}.u (id INT PRIMARY KEY)",
+        "INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')",
     )
     database = pipeline.databases[0]
-
-    def one_phase(xid: str, *statements: str) -> list[str]:
-        return [f"XA START '{xid}'", *statements, f"XA END '{xid}'", f"XA COMMIT '{xid}' ONE PHASE"]
-
+    t, u = f"`{database}`.t", f"`{database}`.u"
     pipeline.snapshot()
     pipeline.run_window()
     pipeline.sql(
-        *one_phase(
-            "x1",
-            f"INSERT INTO `{database}`.t VALUES (3, 'c')",
-            f"UPDATE `{database}`.t SET v = 'B' WHERE id = 2",
-            f"DELETE FROM `{database}`.t WHERE id = 1",
+        *_xa(
+            "x1", f"INSERT INTO {t} VALUES (3, 'c')", f"DELETE FROM {t} WHERE id = 1", end="XA COMMIT '{xid}' ONE PHASE"
         ),
-        *one_phase("x2", f"INSERT INTO `{database}`.t VALUES (4, 'd')"),
+        *_prepare("c1", f"INSERT INTO {t} VALUES (4, 'd')", f"UPDATE {t} SET v = 'B' WHERE id = 2"),
+        f"INSERT INTO {u} VALUES (1)",  # another transaction between the prepare and the commit
+        "XA COMMIT 'c1'",
+        *_prepare(
+            "r1", f"INSERT INTO {t} VALUES (5, 'e')", f"DELETE FROM {t} WHERE id = 3", f"INSERT INTO {u} VALUES (2)"
+        ),
+        f"INSERT INTO {t} VALUES (6, 'f')",
+        "XA ROLLBACK 'r1'",
     )
+    rolled_back = pipeline.run_window()
+    assert set(pipeline.rebuilding) == {f"{database}.t", f"{database}.u"}, pipeline.rebuilding
+    assert all("XA ROLLBACK of X'7231',X'',1" in why for why in pipeline.rebuilding.values()), pipeline.rebuilding
+    pipeline.run_window()  # its snapshot takes both tables again
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact()
+
+    # Prepared before the capture starts, committed while it reads: the window reads on to the commit.
+    pipeline.sql(*_prepare("c2", f"INSERT INTO {t} VALUES (7, 'g')"), f"INSERT INTO {u} VALUES (3)")
+    pipeline.snapshot()
+    extended = _while_committing_after(2.0, pipeline, "c2", lambda: pipeline.apply_captured(pipeline.capture_next()))
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact()
+
+    # Still prepared after the window's end, on an idle server and on a busy one: a transient stop, each
+    # time after the time it waits for a missing transaction, and nothing published.
+    monkeypatch.setattr(window_reading, "MISSING_TRANSACTIONS_TIMEOUT_SECONDS", 2.0)
+    pipeline.sql(*_prepare("c3", f"UPDATE {t} SET v = 'G' WHERE id = 7"), f"DELETE FROM {u} WHERE id = 3")
+    for busy in (False, True):
+        with _busy(pipeline, u) if busy else contextlib.nullcontext(), pytest.raises(WindowStopped) as stopped:
+            pipeline.run_window()
+        (error,) = stopped.value.errors
+        assert (error.stage, error.error_class) == ("capture", "WindowIncompleteError"), error
+        assert "XA transaction X'6333',X'',1 (prepared by " in error.message and "XA RECOVER" in error.message, error
+        assert pipeline.windows[-1] == extended
+    pipeline.sql("XA COMMIT 'c3'")
     pipeline.run_window()
     pipeline.assert_exact()
-    last = pipeline.windows[-1]
-    pipeline.sql(
-        "XA START 'x3'",
-        f"INSERT INTO `{database}`.t VALUES (5, 'e')",
-        "XA END 'x3'",
-        "XA PREPARE 'x3'",
-        "XA COMMIT 'x3'",
+    _assert_read_again_the_same(pipeline, (rolled_back.window_id, extended.window_id))
+
+
+def test_xa_transactions_prepared_before_a_pipeline_starts(
+    pipeline_for: NewPipeline, spark: Any, tmp_path: Path
+) -> None:
+    """An XA transaction prepared before a pipeline's first frontier and committed after it: the window
+    reads its commit, not its rows. A snapshot chunk's ``LOCK TABLES ... READ`` waits for the prepared
+    transaction's locks, so the snapshot of a table it wrote holds the commit and the rows, and the
+    pipeline goes on exact. A pipeline that captures without a snapshot has its rows nowhere: the capture
+    stops by name and publishes nothing."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.t (id INT PRIMARY KEY)",
+        "CREATE TABLE {db}.u (id INT PRIMARY KEY)",
+        "INSERT INTO {db}.t VALUES (1)",
+        "INSERT INTO {db}.u VALUES (1)",
     )
+    database = pipeline.databases[0]
+    t = f"`{database}`.t"
+    pipeline.sql(*_prepare("p1", f"INSERT INTO {t} VALUES (2)"))
+    # The plan registers the pipeline at a frontier holding the prepare, not the commit; the chunk of t
+    # waits for the commit.
+    _while_committing_after(3.0, pipeline, "p1", pipeline.snapshot)
+    pipeline.run_window()  # reads the commit of a transaction prepared before its lower bound
+    assert not pipeline.rebuilding, pipeline.rebuilding
+    pipeline.assert_exact()
+
+    capture_only = ExactnessPipeline(pipeline.server, spark, tmp_path, f"{database}_capture", [database])
+    pipeline.sql(*_prepare("p2", f"INSERT INTO {t} VALUES (3)"))
+    first = capture_only.apply_captured(capture_only.capture_next())  # registered: the prepare, not the commit
+    pipeline.sql("XA COMMIT 'p2'")
     with pytest.raises(WindowStopped) as stopped:
-        pipeline.run_window()
+        capture_only.capture_next()
     (error,) = stopped.value.errors
     assert (error.stage, error.error_class) == ("capture", "BinlogStreamError"), error
-    assert "two-phase XA transaction (XA PREPARE)" in error.message and "ONE PHASE" in error.message, error
-    assert pipeline.windows[-1] == last  # nothing published
+    assert "commits XA transaction X'7032',X'',1, prepared before this pipeline's first frontier" in error.message
+    assert "Start a new pipeline" in error.message, error.message
+    assert (
+        Staging(str(capture_only.engine.staging), capture_only.name).read_window_manifest(first.window_id + 1) is None
+    )
 
 
 def test_an_anonymous_transaction_stops_every_capture_until_a_new_pipeline(
