@@ -25,7 +25,7 @@ from airflow_provider_mysql_cdc.core.types import (
     arrow_type,
     schema_fingerprint,
 )
-from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter
+from airflow_provider_mysql_cdc.decoding.binlog_rows import RowConverter, columns_only
 from airflow_provider_mysql_cdc.decoding.binlog_values import read_date, read_datetime2, read_time2, read_timestamp2
 from airflow_provider_mysql_cdc.decoding.json_text import json_binary_to_text, mysql_double_text, mysql_json_text
 from airflow_provider_mysql_cdc.decoding.values import InvalidValue, decode_decimal
@@ -357,3 +357,12 @@ def test_row_converter() -> None:
         converter.convert({"id": 1})
     with pytest.raises(TerminalCdcError, match=r"'name'.*decoded_rows"):
         converter.convert({**values, "name": "text as the library decodes it"})
+
+
+def test_the_spare_bits_of_a_columns_present_bitmap_are_not_columns() -> None:
+    # A multi-table UPDATE's before image under NOBLOB (MySQL 9.7.4, 9 columns, 2 of them BLOB/TEXT):
+    # the bits past column 9 are set, the same statement on one table leaves them clear.
+    assert columns_only(bytes.fromhex("dbff"), 9) == bytes.fromhex("db01")
+    assert columns_only(bytes.fromhex("db01"), 9) == bytes.fromhex("db01")
+    assert columns_only(bytes.fromhex("ffff"), 16) == bytes.fromhex("ffff")  # no spare bits
+    assert columns_only(bytes.fromhex("ff") * 48 + b"\xff", 385)[-1] == 0x01
