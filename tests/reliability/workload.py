@@ -61,7 +61,10 @@ the totals):
   writer): ``row_image_minimal``, ``row_image_noblob`` (``binlog_row_image``), ``partial_json``
   (``binlog_row_value_options = PARTIAL_JSON`` with JSON updates in the transaction),
   ``compressed_txn`` (``binlog_transaction_compression = ON``) and ``compressed_large_txn`` (thousands
-  of rows in one compressed transaction).
+  of rows in one compressed transaction);
+* XA: ``xa_two_phase`` (row changes of one or two tables in an ``XA PREPARE``, a transaction of a table
+  without a key, then ``XA COMMIT``; one time in three a second one rolled back instead, its tables
+  re-built).
 
 ``rows_written`` counts rows changed (as MySQL reports them). Every kind of :data:`SCHEDULED` happens
 in a window the seed picks (2..windows), so every run does each one at least once; the random steps
@@ -113,6 +116,7 @@ SCHEDULED = (
     "compressed_large_txn",
     "keyless_identical_rows",
     "keyless_schema_change",
+    "xa_two_phase",
 )
 #: Kinds every quick run must show at least once (checked by the test).
 REQUIRED_KINDS = (
@@ -644,7 +648,9 @@ class Workload:
             "compressed_large_txn": self._compressed_large_transaction,
             "keyless_identical_rows": self._keyless_identical_rows,
             "keyless_schema_change": self._keyless_schema_change,
+            "xa_two_phase": self._xa_two_phase,
         }
+        self.xa_next = 1
 
     def qualified(self, table: str) -> str:
         return f"{quote(self.database)}.{quote(table)}"
@@ -921,6 +927,26 @@ class Workload:
         statements = [self._json_update(table, self._some_key(table)) for _ in range(self.rng.randint(2, 6))]
         self._transaction(connection, statements, counts, partial_json=True)
         counts["json_update"] += 1
+
+    def _xa_two_phase(self, connection: Any, counts: OpCounts) -> None:
+        """Two-phase XA transactions of the row tables: prepared, a transaction of a table without a key
+        (other rows: the prepared one holds its row locks), then committed; one time in three a second
+        one is rolled back instead."""
+        for outcome in ("COMMIT", self.rng.choice(("COMMIT", "COMMIT", "ROLLBACK"))):
+            chosen = self.rng.sample(self._row_tables(), self.rng.randint(1, 2))
+            statements = [statement for table in chosen for statement in self._table_ops(table, counts)]
+            xid = f"'rel{self.seed}', 'x{self.xa_next}'"
+            self.xa_next += 1
+            session, used = session_settings(self.rng)
+            types_session = self.all_types.session if self.all_types else ()
+            prepared = [f"XA START {xid}", *statements, f"XA END {xid}", f"XA PREPARE {xid}"]
+            self.rows_written += self._run(connection, [*types_session, *session, *prepared])
+            count_session(counts, used, statements)
+            keyless = self.rng.choice(self.keyless)
+            self._transaction(connection, keyless.statements(self.rng, self.database, counts), counts)
+            self._run(connection, [f"XA {outcome} {xid}"])
+            counts["transactions"] += 2
+            counts["xa_two_phase"] += 1
 
     def _same_key_cycle(self, connection: Any, counts: OpCounts) -> None:
         """One key updated twice, deleted and re-inserted in this window: in one transaction, or spread."""
