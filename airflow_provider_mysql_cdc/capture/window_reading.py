@@ -84,6 +84,7 @@ from airflow_provider_mysql_cdc.mysql.introspection import (
 from airflow_provider_mysql_cdc.mysql.server_state import ServerState
 from airflow_provider_mysql_cdc.staging import WindowStagingWriter
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore, WindowRecord
+from airflow_provider_mysql_cdc.store.schema_tracking import RebuildRequest
 
 log = logging.getLogger(__name__)
 
@@ -626,9 +627,15 @@ def read_window(
     """One pass over the binlog from the window's lower bound until the bound is reached (``server``: the
     server as the run found it)."""
     handoffs = load_handoffs(store, request.pipeline, window.window_id, window.lower, source)
-    engine_problem = _created_engine_problems(source, store, request.pipeline, window, bound, server)
+    # A published window read again repeats the waits its first read recorded (the server may have changed).
+    recorded = (
+        [r for r in store.rebuild_requests(request.pipeline) if r.window_id == window.window_id]
+        if window.is_published
+        else None
+    )
+    engine_problem = _created_engine_problems(source, window, bound, server, recorded)
     lower_case_names = server.facts.variables.get("lower_case_table_names") == "1"
-    cascade_watch = _cascade_watch(source, store, request, window)
+    cascade_watch = _cascade_watch(source, request, window, recorded)
     state = WindowReader(
         request,
         store,
@@ -638,7 +645,7 @@ def read_window(
         handoffs,
         _database_defaults(source),
         engine_problem,
-        _cascade_problems(store, request.pipeline, window, server),
+        _cascade_problems(server, recorded),
         cascade_watch,
         lower_case_names=lower_case_names,
     )
@@ -679,19 +686,18 @@ def _database_defaults(source: MySqlConnectionConfig) -> dict[str, tuple[str | N
 
 def _created_engine_problems(
     source: MySqlConnectionConfig,
-    store: FrontierStore,
-    pipeline: str,
     window: WindowRecord,
     bound: WindowBound,
     server: ServerState,
+    recorded: Sequence[RebuildRequest] | None,
 ) -> Callable[[TableRef, int], str | None]:
     """Why a table a CREATE TABLE naming no engine made cannot be followed, or None
     (:func:`~airflow_provider_mysql_cdc.core.storage_engines.created_engine_problem`, from the table as
     the server has it now). A published window read again repeats what its first read found (its
-    recorded rebuild requests), so a table given another engine since (the fix the reason suggests)
+    ``recorded`` rebuild requests), so a table given another engine since (the fix the reason suggests)
     reads the same."""
-    if window.is_published:
-        return _recorded_problems(store, pipeline, window, CREATED_ENGINE_REASONS)
+    if recorded is not None:
+        return _recorded_problems(recorded, CREATED_ENGINE_REASONS)
     # A catch_up window holds what was committed when the server was read; a data_interval one stops there
     # too, or at its interval's end before it.
     window_end_us = min(server.now_us, bound.before_us or server.now_us)
@@ -705,14 +711,15 @@ def _created_engine_problems(
 
 
 def _cascade_problems(
-    store: FrontierStore, pipeline: str, window: WindowRecord, server: ServerState
+    server: ServerState, recorded: Sequence[RebuildRequest] | None
 ) -> Callable[[TableRef, int], str | None]:
     """Why a table a statement gives a foreign key whose ON DELETE/ON UPDATE changes its rows cannot be
     followed, or None (:func:`~airflow_provider_mysql_cdc.core.foreign_keys.cascading_child_reason`: the
     server does not log the rows cascades change). A published window read again repeats what its first
-    read found, so a server restarted since with cascades logged (the fix the reason suggests) reads the same."""
-    if window.is_published:
-        return _recorded_problems(store, pipeline, window, (UNLOGGED_CASCADE_REASON,))
+    read found (``recorded``), so a server restarted since with cascades logged (the fix the reason suggests)
+    reads the same."""
+    if recorded is not None:
+        return _recorded_problems(recorded, (UNLOGGED_CASCADE_REASON,))
     unlogged = server.facts.unlogged_cascades
     if unlogged is None:
         return lambda ref, seq: None
@@ -763,21 +770,23 @@ class CascadeWatch:
 
 
 def _cascade_watch(
-    source: MySqlConnectionConfig, store: FrontierStore, request: CaptureRequest, window: WindowRecord
+    source: MySqlConnectionConfig,
+    request: CaptureRequest,
+    window: WindowRecord,
+    recorded: Sequence[RebuildRequest] | None,
 ) -> CascadeWatch:
     """The parents of the selected tables whose foreign keys cascade, read from the server (a first read),
-    or the waits a published window's first read recorded: by an unlogged cascade, or from its start."""
-    if window.is_published:
-        requests = [r for r in store.rebuild_requests(request.pipeline) if r.window_id == window.window_id]
+    or the waits a published window's first read ``recorded``: by an unlogged cascade, or from its start."""
+    if recorded is not None:
         return CascadeWatch(
             recorded=sorted(
                 (r.seq, TableRef(*r.table_name.split(".", 1)), r.gtid, r.reason)
-                for r in requests
+                for r in recorded
                 if r.reason.startswith(CASCADES_NOT_LOGGED_REASON)
             ),
             from_start=[
                 (TableRef(*r.table_name.split(".", 1)), r.gtid, r.reason)
-                for r in requests
+                for r in recorded
                 if r.seq == cdc_seq(window.window_id, 0) and r.reason.startswith(_FOUND_AT_CAPTURE)
             ],
         )
@@ -795,16 +804,16 @@ def _cascade_watch(
 
 
 def _recorded_problems(
-    store: FrontierStore, pipeline: str, window: WindowRecord, reasons: tuple[str, ...]
+    recorded: Sequence[RebuildRequest], reasons: tuple[str, ...]
 ) -> Callable[[TableRef, int], str | None]:
-    """(table, seq) -> the reason the first read of a published window recorded for that table at that
+    """(table, seq) -> the reason the first read of a published window ``recorded`` for that table at that
     statement, among the rebuild requests whose reason starts with one of ``reasons``."""
-    recorded = {
+    found = {
         (request.table_name, request.seq): request.reason.split(" (by: ", 1)[0]
-        for request in store.rebuild_requests(pipeline)
-        if request.window_id == window.window_id and request.reason.startswith(reasons)
+        for request in recorded
+        if request.reason.startswith(reasons)
     }
-    return lambda ref, seq: recorded.get((str(ref), seq))
+    return lambda ref, seq: found.get((str(ref), seq))
 
 
 def _purged_but_in_snapshots(
