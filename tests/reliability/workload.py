@@ -673,14 +673,18 @@ class Workload:
         connection: pymysql.connections.Connection[Any],
         statements: Sequence[str],
         counts: OpCounts,
+        *,
+        begin: Sequence[str] = ("START TRANSACTION",),
+        end: Sequence[str] = ("COMMIT",),
         **settings: Any,
     ) -> None:
-        """One transaction in a session with random (or the given, or the forced) settings."""
+        """One transaction (``begin``, the statements, ``end``) in a session with random (or the given, or
+        the forced) settings."""
         chosen = {**self._forced, **settings}
         self._forced = {}
         session, used = session_settings(self.rng, **chosen)
         types_session = self.all_types.session if self.all_types else ()
-        rows = self._run(connection, [*types_session, *session, "START TRANSACTION", *statements, "COMMIT"])
+        rows = self._run(connection, [*types_session, *session, *begin, *statements, *end])
         count_session(counts, used, statements)
         counts["transactions"] += 1
         self.rows_written += rows
@@ -937,15 +941,12 @@ class Workload:
             statements = [statement for table in chosen for statement in self._table_ops(table, counts)]
             xid = f"'rel{self.seed}', 'x{self.xa_next}'"
             self.xa_next += 1
-            session, used = session_settings(self.rng)
-            types_session = self.all_types.session if self.all_types else ()
-            prepared = [f"XA START {xid}", *statements, f"XA END {xid}", f"XA PREPARE {xid}"]
-            self.rows_written += self._run(connection, [*types_session, *session, *prepared])
-            count_session(counts, used, statements)
+            end = (f"XA END {xid}", f"XA PREPARE {xid}")
+            self._transaction(connection, statements, counts, begin=(f"XA START {xid}",), end=end)
             keyless = self.rng.choice(self.keyless)
             self._transaction(connection, keyless.statements(self.rng, self.database, counts), counts)
             self._run(connection, [f"XA {outcome} {xid}"])
-            counts["transactions"] += 2
+            counts["transactions"] += 1  # the XA COMMIT or ROLLBACK (the prepare is counted above)
             counts["xa_two_phase"] += 1
 
     def _same_key_cycle(self, connection: Any, counts: OpCounts) -> None:
