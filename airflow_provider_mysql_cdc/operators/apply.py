@@ -171,6 +171,28 @@ def check_deploy_mode(pipeline: str, conn_id: str, master: str, deploy_mode: str
         )
 
 
+def given_to_the_process(hook: SparkSubmitHook, environment: dict[str, str]) -> None:
+    """Make ``hook`` start spark-submit with ``environment`` plus its ``env_vars``, and nothing else.
+
+    On a YARN or standalone master the hook keeps its ``env_vars`` for the process when it builds the
+    command, then starts the process from a copy of the whole worker environment (``AIRFLOW_CONN_*``,
+    ``AIRFLOW_VAR_*`` and settings, which can hold passwords) with them added: an ``env=`` given to its
+    ``submit`` is then replaced. Here they go into ``environment`` once the command is built, and the hook
+    keeps none, so the ``env=`` it is given stands. (On Kubernetes the hook also passes them as
+    ``spark.kubernetes.driverEnv.*`` properties, which it does itself.)"""
+    build = hook._build_spark_submit_command
+
+    def build_and_take_env_vars(application: str) -> list[str]:
+        command = build(application)
+        kept = hook._env
+        if kept:
+            environment.update({name: str(value) for name, value in kept.items()})
+            hook._env = None
+        return command
+
+    hook._build_spark_submit_command = build_and_take_env_vars  # type: ignore[method-assign]
+
+
 @dataclass(frozen=True)
 class WarmSpark:
     """Where warm Spark services live and how long one waits for the next apply."""
@@ -261,10 +283,10 @@ class IcebergSparkJobOperator(SparkSubmitOperator):
                 self.properties_file = cleanup.enter_context(secret_properties_file(secrets, base))
                 self.conf = public
             self._hook = hook = self._get_hook()
+            given_to_the_process(hook, environment)
             if warm is not None:
                 self._run_warm(hook, warm, spec_uri, environment)
                 return
-            # With env_vars on a cluster master the hook still starts from the worker's environment.
             self._hook.submit = functools.partial(self._hook.submit, env=environment)  # type: ignore[method-assign]
             super().execute(context)
 

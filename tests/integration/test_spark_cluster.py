@@ -36,6 +36,7 @@ from tests.conftest import SHORT_LIVED_JVM
 from tests.exactness.comparison import compare_table, describe_differences
 from tests.integration.snapshot_pipeline import SnapshotPipeline
 from tests.mysql_servers import MySqlTestServer
+from tests.process_watch import ProcessWatch, watching
 from tests.spark_session import iceberg_jars
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
@@ -152,8 +153,14 @@ def test_client_mode_applies_a_snapshot_and_two_windows_on_the_cluster_exactly(
     assert pipeline.capture("run-2").window_id == 2
 
     use_spark_connection(monkeypatch, spark_cluster, "client")
-    operator = apply_operator(tmp_path, name, "1-2")
-    report = operator.execute({"run_id": "apply-1"})
+    # The worker also holds a connection with a password, as AIRFLOW_CONN_* (as deployments often do); the
+    # operator's env_vars must reach the job, that connection must not.
+    password = "cluster-env-secret-4711"
+    monkeypatch.setenv("AIRFLOW_CONN_SOURCE_DB", f"mysql://cdc:{password}@db.internal:3306")
+    operator = apply_operator(tmp_path, name, "1-2", env_vars={"MYSQL_CDC_CLUSTER_TEST": "given"})
+    watch = ProcessWatch(script=APPLY_APPLICATION.encode(), marker=str(tmp_path).encode(), needles=(password.encode(),))
+    with watching(watch):
+        report = operator.execute({"run_id": "apply-1"})
 
     table = report["tables"][f"{db}.orders"]
     assert table["status"] == "applied" and table["windows_applied"] == [1, 2], report
@@ -166,6 +173,12 @@ def test_client_mode_applies_a_snapshot_and_two_windows_on_the_cluster_exactly(
     logs = executor_logs(spark_cluster, app["id"])
     assert {key.split("/")[0] for key in logs} == {"worker-1", "worker-2"}, sorted(logs)
     assert any("Finished task" in text for text in logs.values()), {k: v[-2000:] for k, v in logs.items()}
+
+    # spark-submit and its driver got env_vars, and no AIRFLOW_CONN_* variable, the password in none.
+    assert watch.argvs, "no process of the apply job was seen"
+    assert "MYSQL_CDC_CLUSTER_TEST" in watch.environ_names, sorted(watch.environ_names)
+    assert not [variable for variable in watch.environ_names if variable.startswith("AIRFLOW_CONN_")]
+    assert watch.environ_hits == set()
 
 
 def test_standalone_spark_submit_refuses_python_applications_in_cluster_mode(
