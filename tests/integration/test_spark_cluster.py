@@ -6,9 +6,10 @@ Client deploy mode: a snapshot and two binlog windows of a table with a few type
 the finished application by name; the workers' work directories hold its executors' logs, with the
 tasks they ran); Iceberg then equals MySQL. The operator is given ``env_vars`` and the worker holds a
 connection with a password as ``AIRFLOW_CONN_*``: the environments of spark-submit and its driver (read
-from ``/proc`` while they run) hold the former and neither the connection nor its password. Cluster deploy mode: spark-submit of this Spark refuses
-Python applications on a standalone master, and the operator stops before submitting with a
-``ConfigurationError`` that says to use client mode.
+from ``/proc`` while they run) hold the former and neither the connection nor its password.
+
+Cluster deploy mode: spark-submit of this Spark refuses Python applications on a standalone master, and
+the operator stops before submitting with a ``ConfigurationError`` that says to use client mode.
 
 Staging and warehouse are local directories: the workers run on this machine, so they see the same
 paths a real cluster would see on shared storage.
