@@ -40,6 +40,7 @@ from airflow_provider_mysql_cdc.core.ddl_statements import (
     TableRef,
     UnknownAction,
 )
+from airflow_provider_mysql_cdc.core.ddl_tokens import NAME, WORD, tokenize
 from airflow_provider_mysql_cdc.core.schema_effects import (
     ColumnAdded,
     ColumnDropped,
@@ -53,7 +54,7 @@ from airflow_provider_mysql_cdc.core.schema_effects import (
     backfill_for,
     values_preserved,
 )
-from airflow_provider_mysql_cdc.errors import ModelMismatch
+from airflow_provider_mysql_cdc.errors import DdlSyntaxError, ModelMismatch
 
 _TEXT_TYPES_BY_SIZE = ("tinytext", "text", "mediumtext", "longtext")
 
@@ -295,6 +296,45 @@ def _column_effects(
     return retyped
 
 
+def _names_in(expression: str) -> set[str]:
+    """The names an expression mentions, lower case (words and quoted names: column names, but also
+    function names and keywords, which only makes :func:`_generated_from_retyped` more careful)."""
+    try:
+        tokens = tokenize(expression)
+    except DdlSyntaxError:
+        return {expression.lower()}  # unreadable: it counts as naming anything it contains
+    return {token.value.lower() for token in tokens if token.kind in (WORD, NAME)}
+
+
+def _generated_from_retyped(
+    old_table: TrackedTable, new_table: TrackedTable, effects: list[SchemaEffect]
+) -> list[SchemaEffect]:
+    """A generated column is computed again by MySQL when a column its expression reads is redefined,
+    and no row event carries the new values: an in-place retype that keeps the column's own values
+    (a collation, more fractional digits, an ENUM label inserted, FLOAT -> DOUBLE) can still change
+    ``(s = 'ABC')``, ``CAST(dt AS CHAR)``, ``(e + 0)`` or ``LENGTH(s)``. Such a table's data change is
+    unknown (its generated columns hold values MySQL chose)."""
+    found: list[SchemaEffect] = []
+    for effect in effects:
+        if not isinstance(effect, ColumnRetyped) or not effect.values_preserved:
+            continue
+        old_column = old_table.column_by_id(effect.column_id)
+        names = {effect.name.lower(), *([old_column.name.lower()] if old_column else [])}
+        for column in new_table.columns:
+            generated = column.definition.generated
+            if column.column_id == effect.column_id or generated is None:
+                continue
+            if names & _names_in(generated.expression):
+                found.append(
+                    DataChangeUnknown(
+                        old_table.ref,
+                        f"generated column {column.name!r} is computed from {effect.name!r}, whose definition "
+                        "changed: MySQL computes its values again, and no row event carries them",
+                    )
+                )
+    return found
+
+
 def apply_alter(table: TrackedTable, statement: AlterTable, mode: SqlMode | None) -> AlterOutcome:
     """``statement`` applied to ``table``; raises :class:`ModelMismatch` when it does not fit the table."""
     builder = _AlterBuilder(table, statement)
@@ -312,6 +352,7 @@ def apply_alter(table: TrackedTable, statement: AlterTable, mode: SqlMode | None
     new = with_key(new, builder.key(columns))
     outcome = AlterOutcome(new)
     retyped = _column_effects(outcome, table, builder, mode)
+    outcome.effects.extend(_generated_from_retyped(table, new, outcome.effects))
     key_ids = {c.column_id for name in new.primary_key if (c := new.column(name))}
     if table.primary_key != new.primary_key or key_ids & set(retyped):
         outcome.effects.append(KeyChanged(table.ref, table.primary_key, new.primary_key))

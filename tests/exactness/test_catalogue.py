@@ -11,6 +11,7 @@ features land.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -242,6 +243,46 @@ def test_modify_decimal_to_fewer_fraction_digits(pipeline_for: NewPipeline) -> N
             ("UPDATE {t} SET amount = 999.99 WHERE id = 1", "INSERT INTO {t} VALUES (10, 0.55)"),
             ["ALTER TABLE {t} MODIFY amount DECIMAL(6,1)"],
             ("INSERT INTO {t} VALUES (11, 12345.6)", "UPDATE {t} SET amount = amount + 1 WHERE id = 2"),
+        ),
+    )
+
+
+GENERATED_COLUMNS = (
+    "id INT PRIMARY KEY, dt DATETIME, s VARCHAR(10) CHARACTER SET latin1 COLLATE latin1_swedish_ci, "
+    "e ENUM('a', 'c'), f FLOAT, g_text VARCHAR(40) AS (CAST(dt AS CHAR)) STORED, g_cmp INT AS (s = 'ABC') VIRTUAL, "
+    "g_index INT AS (e + 0) VIRTUAL, g_bytes INT AS (LENGTH(s)) STORED, g_double DOUBLE AS (f * 1) STORED"
+)
+GENERATED_ROWS = (
+    "(1, '2024-01-01 10:00:00', 'abc', 'c', 1.1, DEFAULT, DEFAULT, DEFAULT, DEFAULT, DEFAULT)",
+    "(2, '2024-02-02 02:02:02', 'ABÇ', 'a', 2.5, DEFAULT, DEFAULT, DEFAULT, DEFAULT, DEFAULT)",
+    "(3, NULL, NULL, NULL, NULL, DEFAULT, DEFAULT, DEFAULT, DEFAULT, DEFAULT)",
+)
+
+
+#: Retypes that keep the column's own values, each with what MySQL then computes differently.
+GENERATED_INPUTS_RETYPED = (
+    "MODIFY dt DATETIME(3)",  # CAST(dt AS CHAR) gains '.000'
+    "MODIFY s VARCHAR(10) CHARACTER SET latin1 COLLATE latin1_bin",  # 'abc' = 'ABC' no more
+    "MODIFY e ENUM('a', 'b', 'c')",  # 'c' is label 3 now
+    "CONVERT TO CHARACTER SET utf8mb4",  # LENGTH('ABÇ') is 4 bytes now
+)
+
+
+@pytest.mark.parametrize("retype", GENERATED_INPUTS_RETYPED)
+def test_a_retype_that_keeps_its_values_recomputes_the_generated_columns_reading_the_column(
+    pipeline_for: NewPipeline, retype: str
+) -> None:
+    """Each of these keeps the retyped column's own values (it is followed in place elsewhere), but MySQL
+    computes the generated columns that read it again, and no row event carries their new values: the
+    table is re-built from the next snapshot."""
+    run_three_ways(
+        partial(pipeline_for, suffix=f"_{GENERATED_INPUTS_RETYPED.index(retype)}"),  # a database each
+        Change(
+            GENERATED_COLUMNS,
+            GENERATED_ROWS,
+            ("UPDATE {t} SET f = 3.3, s = 'ABC' WHERE id = 2",),
+            [f"ALTER TABLE {{t}} {retype}"],
+            ("INSERT INTO {t} (id, dt, s, e, f) VALUES (10, '2024-03-03 03:03:03', 'x', 'a', 1)",),
         ),
     )
 

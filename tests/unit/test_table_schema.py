@@ -433,3 +433,51 @@ def test_convert_to_character_set_grows_text_types() -> None:
 def test_values_preserved_is_a_pure_function_of_two_definitions() -> None:
     old = ColumnDefinition("v", "int", "int")
     assert values_preserved(old, ColumnDefinition("v", "bigint", "bigint"), strict=None) == (True, "integer widening")
+
+
+GENERATED_TABLE = (
+    "CREATE TABLE `g` (\n"
+    "  `id` int NOT NULL,\n"
+    "  `dt` datetime DEFAULT NULL,\n"
+    "  `s` varchar(10) COLLATE utf8mb4_0900_ai_ci DEFAULT NULL,\n"
+    "  `e` enum('a','c') DEFAULT NULL,\n"
+    "  `plain` int DEFAULT NULL,\n"
+    "  `g1` varchar(40) GENERATED ALWAYS AS (cast(`dt` as char charset utf8mb4)) STORED,\n"
+    "  `g2` int GENERATED ALWAYS AS ((`s` = _utf8mb4'ABC')) VIRTUAL,\n"
+    "  `g3` int GENERATED ALWAYS AS ((E + 0)) VIRTUAL,\n"
+    "  PRIMARY KEY (`id`)\n"
+    ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci"
+)
+
+
+@pytest.mark.parametrize(
+    ("alter", "generated"),
+    [
+        ("ALTER TABLE g MODIFY dt DATETIME(3)", ["g1"]),
+        ("ALTER TABLE g MODIFY s VARCHAR(10) COLLATE utf8mb4_bin", ["g2"]),
+        ("ALTER TABLE g MODIFY s VARCHAR(20)", ["g2"]),
+        ("ALTER TABLE g CHANGE e e ENUM('a','b','c')", ["g3"]),
+        ("ALTER TABLE g CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", ["g2", "g3"]),
+    ],
+)
+def test_a_retype_that_keeps_values_still_changes_the_generated_columns_computed_from_it(
+    alter: str, generated: list[str]
+) -> None:
+    """MySQL computes a generated column again when a column its expression reads is redefined (the
+    names in the expression are matched case-insensitively, quoted or not); no row event carries it."""
+    table = table_from_create(GENERATED_TABLE, APP)
+    tables = {table.ref: table}
+    (update,) = run(tables, alter)
+    retypes = [effect for effect in update.effects if isinstance(effect, ColumnRetyped)]
+    assert retypes and all(effect.values_preserved for effect in retypes), update.effects
+    unknown = [effect for effect in update.effects if isinstance(effect, DataChangeUnknown)]
+    assert [effect.reason.split(" is computed")[0] for effect in unknown] == [
+        f"generated column {g!r}" for g in generated
+    ]
+
+
+def test_a_retype_no_generated_column_reads_changes_no_generated_column() -> None:
+    table = table_from_create(GENERATED_TABLE, APP)
+    tables = {table.ref: table}
+    (update,) = run(tables, "ALTER TABLE g MODIFY plain BIGINT")
+    assert not [effect for effect in update.effects if isinstance(effect, DataChangeUnknown)], update.effects
