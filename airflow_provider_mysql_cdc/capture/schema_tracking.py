@@ -134,6 +134,20 @@ def table_from_specs(database: str, table: str, specs: Sequence[ColumnSpec]) -> 
     return TrackedTable(database, table, columns, key, len(columns) + 1)
 
 
+def _key_changed_reason(table: TrackedTable, before: tuple[int, ...], after: tuple[int, ...]) -> str:
+    """Why a table whose binlog key changed inside a window waits (``before``/``after``: column ids)."""
+
+    def names(ids: tuple[int, ...]) -> list[str]:
+        return [column.name if (column := table.column_by_id(i)) else f"#{i}" for i in ids]
+
+    return (
+        f"the key its row events carry changed in the window from {names(before)} to {names(after)} without a "
+        "primary key statement: a table without a primary key is keyed by its first UNIQUE index of NOT NULL "
+        "columns, and one was dropped, made nullable or added; its rows before and after the change cannot be "
+        "merged on one key"
+    )
+
+
 def mismatch(table: TrackedTable, specs: Sequence[ColumnSpec]) -> str:
     """Why a table map does not fit the tracked schema ("" when it fits): names and staged types."""
     tracked = tracked_specs(table)
@@ -248,6 +262,9 @@ class SchemaTracker:
         self.epochs: dict[TableRef, int] = {}
         #: The followed tables before the statement being applied.
         self._before: dict[TableRef, TrackedTable] = {}
+        #: The column ids of each table's key as this window's first table map of it (since the table's
+        #: identity last changed) named it: all rows of a table in one window are merged on one key.
+        self._window_keys: dict[TableRef, tuple[int, ...]] = {}
         self._load()
 
     # -- state ------------------------------------------------------------------------------------
@@ -305,7 +322,12 @@ class SchemaTracker:
         problem = mismatch(tracked, specs)
         if problem:
             return None, self.rebuild(ref, seq, gtid, f"{problem}; the schema changed in a way not followed")
-        return tuple(column.column_id for column in tracked.columns), None
+        ids = tuple(column.column_id for column in tracked.columns)
+        key = tuple(column_id for column_id, spec in zip(ids, specs, strict=True) if spec.primary_key)
+        first = self._window_keys.setdefault(ref, key)
+        if key != first:
+            return None, self.rebuild(ref, seq, gtid, _key_changed_reason(tracked, first, key))
+        return ids, None
 
     def epoch(self, database: str, table: str) -> int:
         """A number that changes whenever the table's tracked schema does."""
@@ -380,6 +402,11 @@ class SchemaTracker:
         self.tables = {**waiting, **update.tables, **{r: t for r, t in settled.items() if t is not None}}
         truncated: list[str] = []
         for effect in update.effects:
+            if isinstance(effect, TableDropped | TableCreated):
+                self._window_keys.pop(effect.table, None)  # another table from here on
+            elif isinstance(effect, TableRenamed):
+                self._window_keys.pop(effect.old, None)
+                self._window_keys.pop(effect.new, None)
             if effect.table in settled:
                 continue
             if isinstance(effect, TableTruncated):

@@ -16,7 +16,7 @@ from functools import partial
 import pytest
 
 from tests.exactness.harness import ExactnessPipeline
-from tests.exactness.scenario import Change, run_three_ways, run_windows
+from tests.exactness.scenario import Change, drive, fill, run_three_ways, run_windows
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -348,6 +348,67 @@ def test_primary_key_added_to_a_table_keyed_by_a_unique_key(pipeline_for: NewPip
             ("UPDATE {t} SET code = 'BB' WHERE id = 2", "INSERT INTO {t} VALUES (5, 'E', 50)"),
         ),
     )
+
+
+WITHOUT_KEY = "(id INT NOT NULL, code VARCHAR(10) NOT NULL, n INT NOT NULL)"
+UNIQUE_KEYED = "(id INT NOT NULL, code VARCHAR(10) NOT NULL, n INT NOT NULL, UNIQUE KEY uk (code))"
+#: Statements that change which key MySQL gives a table without a primary key, none of them a primary
+#: key statement: the table's rows before them and after them are keyed differently.
+KEY_LOST_OR_GAINED = {
+    "dropped": "ALTER TABLE {db}.dropped DROP INDEX uk",
+    "nullable": "ALTER TABLE {db}.nullable MODIFY code VARCHAR(10) NULL",
+    "moved": "ALTER TABLE {db}.moved DROP INDEX uk, ADD UNIQUE KEY uk2 (n)",
+    "gained": "CREATE UNIQUE INDEX ua ON {db}.gained (id)",
+}
+
+
+def test_a_table_keyed_by_a_unique_key_loses_or_gains_it_without_a_primary_key_statement(
+    pipeline_for: NewPipeline,
+) -> None:
+    """A table without a primary key is keyed by its first UNIQUE index of NOT NULL columns (the binlog's
+    table maps name it as the key). Dropping that index, making its column nullable, moving it to another
+    column, or giving a table without a key such an index changes the key from that row event on, with
+    no primary key statement. Inside one window the rows before and after cannot be merged on one key:
+    the table waits for a rebuild from the first row of the new key (before: two rows of code 'A' were
+    merged into one, and two NULLs too). A change alone in its window (``*_alone``) is followed: the next
+    window's rows all carry the new key."""
+    tables = [*KEY_LOST_OR_GAINED, *(f"{name}_alone" for name in KEY_LOST_OR_GAINED)]
+    pipeline = pipeline_for(
+        *(
+            f"CREATE TABLE {{db}}.{table} {WITHOUT_KEY if table.startswith('gained') else UNIQUE_KEYED}"
+            for table in tables
+        ),
+        *(f"INSERT INTO {{db}}.{table} VALUES (1, 'A', 1), (2, 'B', 2)" for table in tables),
+    )
+    database = pipeline.databases[0]
+
+    def after_the_change(table: str) -> list[str]:
+        return [
+            f"INSERT INTO {{db}}.{table} VALUES (3, 'A', 3)"
+            if table.startswith("dropped")
+            else f"INSERT INTO {{db}}.{table} VALUES (3, 'C', 3)",
+            f"UPDATE {{db}}.{table} SET n = 7 WHERE id = 3",
+            f"UPDATE {{db}}.{table} SET code = NULL, n = 8 WHERE id = 1"
+            if table.startswith("nullable")
+            else f"UPDATE {{db}}.{table} SET code = 'Z' WHERE id = 1",
+        ]
+
+    def window_1() -> None:
+        statements = []
+        for name, change in KEY_LOST_OR_GAINED.items():
+            statements += [f"UPDATE {{db}}.{name} SET n = 5 WHERE id = 2", change, *after_the_change(name)]
+            statements += [change.replace(name, f"{name}_alone")]
+        pipeline.sql(*(fill(statement, database=database) for statement in statements))
+
+    def window_2() -> None:
+        waiting = {name.split(".", 1)[1]: why for name, why in pipeline.rebuilding.items()}
+        assert sorted(waiting) == sorted(KEY_LOST_OR_GAINED), pipeline.rebuilding
+        assert all("the key its row events carry changed in the window" in why for why in waiting.values())
+        pipeline.sql(
+            *(fill(s, database=database) for name in KEY_LOST_OR_GAINED for s in after_the_change(f"{name}_alone"))
+        )
+
+    drive(pipeline, [window_1, window_2])
 
 
 def test_primary_key_dropped_and_added_again(pipeline_for: NewPipeline) -> None:
