@@ -28,7 +28,7 @@ from airflow_provider_mysql_cdc.core.types import (
 )
 from airflow_provider_mysql_cdc.decoding.charsets import text_decoder
 from airflow_provider_mysql_cdc.decoding.json_text import mysql_json_text
-from airflow_provider_mysql_cdc.errors import TerminalCdcError
+from airflow_provider_mysql_cdc.errors import TerminalCdcError, UnmappableTextError
 
 __all__ = ["value_converter"]
 
@@ -55,6 +55,28 @@ def _vector_converter(value: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(value) // 4}f", value))
 
 
+def _enum_key_converter(spec: ColumnSpec) -> Callable[[int], str]:
+    """An ENUM key column with an empty label: its error value (index 0, what MySQL stores for an
+    invalid value outside strict mode) and that label are two keys MySQL keeps apart, and both read as
+    ``''``: either one raises :class:`UnmappableTextError` (the table waits for a snapshot, which reads
+    both rows)."""
+    labels = ("", *spec.enum_values)
+    ambiguous = {0, labels.index("", 1)}
+
+    def convert(index: int) -> str:
+        if index in ambiguous:
+            raise UnmappableTextError(
+                f"{spec.name}: a key value is {'the ENUM error value' if index == 0 else 'the empty ENUM label'} "
+                "(index 0 is what MySQL stores for an invalid value): the error value and the label '' both "
+                f"read as '', so two keys MySQL keeps apart would be one in the target. Give the label another "
+                f"text, or correct the rows holding the error value ({spec.name} + 0 = 0), or leave the table "
+                "out of the pipeline"
+            )
+        return labels[index]
+
+    return convert
+
+
 #: Types whose decoded values are staged as they are (besides integers and binary strings).
 _AS_IS_TYPES = frozenset({"decimal", "float", "double", "bit", "year", "date", "datetime", "timestamp", "time"})
 
@@ -68,6 +90,8 @@ def value_converter(spec: ColumnSpec) -> Callable[[Any], Any] | None:
         length = spec.max_length
         return lambda value: value.ljust(length, b"\0")  # the binlog strips BINARY's trailing 0x00
     if kind == "enum":
+        if spec.primary_key and "" in spec.enum_values:
+            return _enum_key_converter(spec)
         return ("", *spec.enum_values).__getitem__
     if kind == "set":
         return _set_converter(spec.set_values)
