@@ -306,9 +306,7 @@ def _names_in(expression: str) -> set[str]:
     return {token.value.lower() for token in tokens if token.kind in (WORD, NAME)}
 
 
-def _generated_from_retyped(
-    old_table: TrackedTable, new_table: TrackedTable, effects: list[SchemaEffect]
-) -> list[SchemaEffect]:
+def _generated_from_retyped(new_table: TrackedTable, effects: list[SchemaEffect]) -> list[SchemaEffect]:
     """A generated column is computed again by MySQL when a column its expression reads is redefined,
     and no row event carries the new values: an in-place retype that keeps the column's own values
     (a collation, more fractional digits, an ENUM label inserted, FLOAT -> DOUBLE) can still change
@@ -318,8 +316,7 @@ def _generated_from_retyped(
     for effect in effects:
         if not isinstance(effect, ColumnRetyped) or not effect.values_preserved:
             continue
-        old_column = old_table.column_by_id(effect.column_id)
-        names = {effect.name.lower(), *([old_column.name.lower()] if old_column else [])}
+        names = {effect.name.lower(), effect.old.name.lower()}
         for column in new_table.columns:
             generated = column.definition.generated
             if column.column_id == effect.column_id or generated is None:
@@ -327,7 +324,7 @@ def _generated_from_retyped(
             if names & _names_in(generated.expression):
                 found.append(
                     DataChangeUnknown(
-                        old_table.ref,
+                        effect.table,
                         f"generated column {column.name!r} is computed from {effect.name!r}, whose definition "
                         "changed: MySQL computes its values again, and no row event carries them",
                     )
@@ -352,7 +349,7 @@ def apply_alter(table: TrackedTable, statement: AlterTable, mode: SqlMode | None
     new = with_key(new, builder.key(columns))
     outcome = AlterOutcome(new)
     retyped = _column_effects(outcome, table, builder, mode)
-    outcome.effects.extend(_generated_from_retyped(table, new, outcome.effects))
+    outcome.effects.extend(_generated_from_retyped(new, outcome.effects))
     key_ids = {c.column_id for name in new.primary_key if (c := new.column(name))}
     if table.primary_key != new.primary_key or key_ids & set(retyped):
         outcome.effects.append(KeyChanged(table.ref, table.primary_key, new.primary_key))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.exactness.harness import ExactnessPipeline
-from tests.exactness.scenario import drive, run_windows
+from tests.exactness.scenario import drive, fill, run_windows
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
@@ -253,7 +253,7 @@ def test_an_enum_key_whose_error_value_and_empty_label_both_read_as_empty(pipeli
     assert pipeline.sql(f"SELECT k + 0, v FROM `{database}`.e ORDER BY 1") == [(0, 1), (1, 3), (2, 2)]
 
     def window(*statements: str) -> Callable[[], object]:
-        return lambda: pipeline.sql(*(statement.replace("{db}", f"`{database}`") for statement in statements))
+        return lambda: pipeline.sql(*(fill(statement, database=database) for statement in statements))
 
     def waiting_then(*statements: str) -> Callable[[], object]:
         def step() -> object:
