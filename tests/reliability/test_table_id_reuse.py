@@ -37,7 +37,7 @@ import pytest
 from airflow_provider_mysql_cdc.verify.engine import VerifyRequest, verify_targets
 from tests.conftest import INSTANCE_PREFIX
 from tests.exactness.harness import ExactnessPipeline
-from tests.exactness.scenario import binlog_position
+from tests.exactness.scenario import binlog_events, binlog_position
 from tests.mysql_servers import MySqlTestServer, running_local
 
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
@@ -96,16 +96,6 @@ def _write(server: MySqlTestServer, order: Sequence[str], round_no: int) -> None
     """One transaction per table, in ``order`` (the first statement opens the table: its id now)."""
     for table in order:
         server.execute("START TRANSACTION", *_writes(table, round_no), "COMMIT")
-
-
-def binlog_events(server: MySqlTestServer, since: tuple[str, int]) -> list[tuple[str, str]]:
-    """(event type, info) of every event since ``since`` (binlog file, position), across binlog files."""
-    files = [str(row[0]) for row in server.execute("SHOW BINARY LOGS")]
-    found: list[tuple[str, str]] = []
-    for name in files[files.index(since[0]) :]:
-        start = f" FROM {since[1]}" if name == since[0] else ""
-        found += [(str(row[2]), str(row[5])) for row in server.execute(f"SHOW BINLOG EVENTS IN '{name}'{start}")]
-    return found
 
 
 def table_ids(server: MySqlTestServer, since: tuple[str, int]) -> list[tuple[int, str]]:
@@ -252,7 +242,7 @@ def test_memory_tables_emptied_by_a_restart_are_emptied_by_the_window_of_the_tru
     assert sorted(generated_truncates(server, since)) == MEMORY_TABLES
     assert not verified["kept"].problem and not verified["kept"].differs, verified["kept"].describe()
     why_not = {"keyed": "TRUNCATE", "read_first": "TRUNCATE", "keyless": "no primary key and changed"}
-    for table, reason in why_not.items():  # a keyless table's changes are taken as a multiset by the apply only
+    for table, reason in why_not.items():  # a table without a key: verified once the apply has its changes
         assert reason in verified[table].problem and not verified[table].differs, verified[table].describe()
     before = {c.table: (c.mysql_rows, c.iceberg_rows) for c in pipeline.compare()}
     assert before == {"keyed": (0, 1), "keyless": (0, 1), "read_first": (0, 1), "kept": (4, 4)}, before
