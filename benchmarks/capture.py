@@ -4,9 +4,10 @@ What it measures, in one run on one binlog:
 
 1. **Load.** A table ``bench.rows`` with seven mixed columns (BIGINT key, INT, VARCHAR, DECIMAL,
    DATETIME(6), DOUBLE with NULLs, TINYINT) receives ``--rows N`` rows with deterministic values,
-   as multi-row INSERTs of 1,000 rows each (every statement its own autocommit transaction), through
-   the admin (root) account. ``@@gtid_executed`` is read just before the load: that is the frontier
-   both readers start from.
+   as multi-row INSERTs of ``--rows-per-transaction`` rows each (default 1,000; every statement its
+   own autocommit transaction, so 1 gives an OLTP-shaped binlog where each row is a transaction of
+   its own), through the admin (root) account. ``@@gtid_executed`` is read just before the load:
+   that is the frontier both readers start from.
 2. **Library alone** (phase ``library``): ``pymysqlreplication.BinLogStreamReader`` with
    ``auto_position`` = that frontier and ``only_events=[WriteRowsEvent]``, reading every row's values
    (``for row in event.rows: row["values"]``) until all N rows were read. Replica server id 4200001.
@@ -42,6 +43,7 @@ Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-cap
 
     .venv/bin/python benchmarks/capture.py --rows 500000
     .venv/bin/python benchmarks/capture.py --rows 100000 --profile     # plus a cProfile'd capture run
+    .venv/bin/python benchmarks/capture.py --rows 100000 --rows-per-transaction 1   # one row a transaction
     .venv/bin/python benchmarks/capture.py --mysql-url mysql://root:PASSWORD@127.0.0.1:3306
 
 ``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped
@@ -82,16 +84,21 @@ from mysql_bench import (  # type: ignore[import-not-found, unused-ignore]
     local_server,
     peak_rss_mb,
     print_summary,
+    require_positive,
     run_client,
     run_phase,
     run_phase_child,
 )
+from pymysql.constants import CLIENT
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
 
 DATABASE = "bench"
 TABLE = "rows"
-ROWS_PER_STATEMENT = 1_000
+#: Rows per INSERT statement (each its own autocommit transaction) unless ``--rows-per-transaction`` says.
+DEFAULT_ROWS_PER_TRANSACTION = 1_000
+#: Bytes of INSERT statements sent in one round trip (a multi-statement query) during the load.
+ROUND_TRIP_BYTES = 64_000
 LIBRARY_SERVER_ID = 4_200_001
 CAPTURE_SERVER_ID = 4_200_002
 PROFILE_SERVER_ID = 4_200_003
@@ -132,22 +139,31 @@ def row_text(i: int) -> str:
     return f"({i},{a},'{b}',{c},'{moment:%Y-%m-%d %H:%M:%S.%f}',{e},{f})"
 
 
-def load(admin: MySqlConnectionConfig, rows: int) -> tuple[str, float, int]:
-    """(Re)create the table, then insert ``rows`` rows; returns (frontier before the load, seconds, statements)."""
+def load(admin: MySqlConnectionConfig, rows: int, rows_per_transaction: int) -> tuple[str, float, int]:
+    """(Re)create the table, then insert ``rows`` rows, ``rows_per_transaction`` rows an INSERT statement,
+    each statement its own autocommit transaction (statements of up to :data:`ROUND_TRIP_BYTES` in all
+    sent in one multi-statement query); returns (frontier before the load, seconds, statements)."""
     execute(admin, f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}", CREATE_TABLE)
     frontier = str(execute(admin, "SELECT @@GLOBAL.gtid_executed")[0][0] or "")
     if not frontier:
         raise BenchmarkError("@@gtid_executed is empty after CREATE TABLE: is gtid_mode ON?")
     started = time.perf_counter()
     statements = 0
-    connection = pymysql.connect(**admin.pymysql_kwargs(), autocommit=True)
+    connection = pymysql.connect(**admin.pymysql_kwargs(), autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS)
     try:
         with connection.cursor() as cursor:
-            for first in range(1, rows + 1, ROWS_PER_STATEMENT):
-                last = min(first + ROWS_PER_STATEMENT, rows + 1)
-                values = ",".join(row_text(i) for i in range(first, last))
-                cursor.execute(f"INSERT INTO {DATABASE}.{TABLE} (id, a, b, c, d, e, f) VALUES {values}")
+            batch: list[str] = []
+            batch_bytes = 0
+            for first in range(1, rows + 1, rows_per_transaction):
+                values = ",".join(row_text(i) for i in range(first, min(first + rows_per_transaction, rows + 1)))
+                batch.append(f"INSERT INTO {DATABASE}.{TABLE} (id, a, b, c, d, e, f) VALUES {values}")
+                batch_bytes += len(batch[-1])
                 statements += 1
+                if batch_bytes >= ROUND_TRIP_BYTES or first + rows_per_transaction > rows:
+                    cursor.execute(";".join(batch))
+                    while cursor.nextset():
+                        pass
+                    batch, batch_bytes = [], 0
     finally:
         connection.close()
     return frontier, time.perf_counter() - started, statements
@@ -341,13 +357,13 @@ def check_same_content(staging_dir: str, reference_dir: str, window_id: int) -> 
 # -- main ---------------------------------------------------------------------------------------
 
 
-def benchmark(server: Server, rows: int, profile: bool) -> str:
+def benchmark(server: Server, rows: int, rows_per_transaction: int, profile: bool) -> str:
     """Load, run both phases (and the optional profiled capture), check, print the details; return the
     summary line (printed by :func:`main` once the server is gone, so that it is the very last line)."""
     print(f"server: {server.description}, MySQL {execute(server.admin, 'SELECT VERSION()')[0][0]}", flush=True)
-    frontier, load_seconds, statements = load(server.admin, rows)
+    frontier, load_seconds, statements = load(server.admin, rows, rows_per_transaction)
     print(
-        f"load rows={rows} statements={statements} seconds={load_seconds:.1f} "
+        f"load rows={rows} transactions={statements} seconds={load_seconds:.1f} "
         f"rows_per_s={rows / load_seconds:.0f} binlog_mb={binlog_megabytes(server.admin):.1f} frontier={frontier}",
         flush=True,
     )
@@ -430,6 +446,12 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=500_000, help="row events in the binlog (default 500000)")
+    parser.add_argument(
+        "--rows-per-transaction",
+        type=int,
+        default=DEFAULT_ROWS_PER_TRANSACTION,
+        help=f"rows per INSERT, each its own transaction (default {DEFAULT_ROWS_PER_TRANSACTION}; 1: OLTP-shaped)",
+    )
     parser.add_argument("--mysql-url", help="use this server (mysql://root:PASSWORD@HOST:PORT) instead of a local one")
     parser.add_argument("--profile", action="store_true", help="also run a cProfile'd capture (prints to stderr)")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
@@ -446,12 +468,15 @@ def main(argv: list[str] | None = None) -> int:
                 },
             )
         )
-    if args.rows < 1:
-        parser.error("--rows must be positive")
+    require_positive(parser, args, "rows", "rows_per_transaction")
     server_context = (
         existing_server(args.mysql_url, DATABASE) if args.mysql_url else local_server(INSTANCE_NAME, LOCAL_SETTINGS)
     )
-    return int(print_summary(server_context, lambda server: benchmark(server, args.rows, args.profile)))
+    return int(
+        print_summary(
+            server_context, lambda server: benchmark(server, args.rows, args.rows_per_transaction, args.profile)
+        )
+    )
 
 
 if __name__ == "__main__":
