@@ -55,6 +55,8 @@ _LAST_KNOWN_METADATA_FIELD = 12
 PARSED_TABLE_MAPS_KEPT = 1024
 #: Stream settings a table map's parse depends on, part of the key a parsed one is kept under.
 _PARSE_SETTINGS = ("only_tables", "ignored_tables", "only_schemas", "ignored_schemas", "optional_meta_data")
+#: Attributes of a parsed table map that belong to the event that carried it, never kept.
+_PER_EVENT = frozenset({"packet", "table_map", "_ctl_connection", "timestamp"})
 
 _fixes_installed = False
 
@@ -116,12 +118,11 @@ def _reusing_table_map_init(library_init: Callable[..., None]) -> Callable[..., 
         if parsed is None:
             library_init(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
             if key is not None and _parsed_from_bytes_alone(event):
-                base = object.__new__(type(event))
-                BinLogEvent.__init__(base, from_packet, event_size, table_map, ctl_connection, **kwargs)
-                _PARSED_TABLE_MAPS.put(key, {k: v for k, v in vars(event).items() if k not in vars(base)})
+                _PARSED_TABLE_MAPS.put(key, {k: v for k, v in vars(event).items() if k not in _PER_EVENT})
             return
         BinLogEvent.__init__(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
-        vars(event).update(parsed)
+        own = vars(event)  # what the base class set: this event's header fields, packet and settings
+        own.update({name: value for name, value in parsed.items() if name not in own})
         table_map[event.table_id] = event.table_obj
 
     return init
