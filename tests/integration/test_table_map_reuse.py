@@ -25,15 +25,11 @@ from pymysqlreplication.row_event import TableMapEvent, WriteRowsEvent
 from airflow_provider_mysql_cdc.capture.binlog_library import install_library_fixes
 from airflow_provider_mysql_cdc.decoding import library_fixes
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
+from tests.exactness.scenario import binlog_position
 from tests.mysql_servers import MySqlTestServer
 
 DATABASE = "table_map_reuse"
 _server_ids = itertools.count(4_700_001)
-
-
-def _binlog_position(server: MySqlTestServer) -> tuple[str, int]:
-    row = server.execute("SHOW BINARY LOG STATUS")[0]
-    return str(row[0]), int(row[1])
 
 
 def _table_maps(server: MySqlTestServer, start: tuple[str, int], **filters: Any) -> Iterator[Any]:
@@ -70,7 +66,7 @@ def _write_transactions(server: MySqlTestServer) -> tuple[str, int]:
         f"CREATE TABLE {DATABASE}.t (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET utf8mb4, e ENUM('x', 'y'))",
         f"CREATE TABLE {DATABASE}.other (id INT PRIMARY KEY)",
     )
-    start = _binlog_position(server)
+    start = binlog_position(server)
     server.execute(
         f"INSERT INTO {DATABASE}.t VALUES (1, 'one', 'x')",
         f"INSERT INTO {DATABASE}.t VALUES (2, 'two', 'y')",
