@@ -15,6 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests assert what holds, never how fast: Hypothesis's per-example deadline (200 ms) failed
+# a pure chunk-planning test on this 2-core machine while MySQL and Spark ran beside it (250 ms once,
+# 68 ms on the retry). No deadline for any of them.
+settings.register_profile("cdc", deadline=None)
+settings.load_profile("cdc")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Names the local MySQL instances and the Airflow home of this run; concurrent test runs on one
