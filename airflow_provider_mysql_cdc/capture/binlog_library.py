@@ -27,13 +27,6 @@ connecting, the dump command's framing, table maps and row decoding.
   skip the rest of the status variables from an unknown key on (their length is in the event's
   header; the keys are written in increasing order, so the ones the reader uses, ``sql_mode`` among
   them, come before).
-* **Query events, parsed once.** MySQL logs a ``BEGIN`` query event in every transaction, and the
-  library parses each one from its bytes (post-header, status variables, schema, statement): after
-  the table maps (:mod:`~airflow_provider_mysql_cdc.decoding.library_fixes`), the largest cost per
-  transaction in a binlog of small transactions. :func:`install_stream_hooks` makes the library reuse
-  the parse of a recent short query event (at most :data:`REUSED_QUERY_EVENT_BYTES`) whose bytes
-  after the thread id and execution time are the same; those two fields, the only ones that differ
-  from one session's ``BEGIN`` to another's, are read from the event's own bytes.
 * **Compressed transactions.** The library has no class for ``Transaction_payload_event``
   (type 40, written for ``binlog_transaction_compression=ON``); it arrives as a
   ``NotImplementedEvent``. :meth:`SingleConnectionStreamReader.payload_events` decompresses its body
@@ -60,7 +53,6 @@ with the library directly (tests, benchmarks) calls it first.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,7 +84,7 @@ from pymysqlreplication.row_event import (
 from airflow_provider_mysql_cdc.capture.binlog_protocol import GTID_TAGGED_LOG_EVENT, encode_gtid_set
 from airflow_provider_mysql_cdc.capture.transaction_payload import inner_events
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
-from airflow_provider_mysql_cdc.decoding.library_fixes import ParsedEvents, install_table_map_fixes
+from airflow_provider_mysql_cdc.decoding.library_fixes import install_table_map_fixes
 from airflow_provider_mysql_cdc.errors import BinlogReconnectRefusedError, BinlogStreamError
 
 
@@ -141,46 +133,7 @@ def install_stream_hooks() -> None:
     event_map[GTID_TAGGED_LOG_EVENT] = TaggedGtidEvent
     binlogstream.GtidSet = gtid_set_for_dump
     QueryEvent._read_status_vars_value_for_key = _status_variable_reader(QueryEvent._read_status_vars_value_for_key)
-    QueryEvent.__init__ = _reusing_query_init(QueryEvent.__init__)
     _hooks_installed = True
-
-
-#: Query events up to this many bytes after the header reuse a recent parse of the same bytes (a
-#: ``BEGIN`` is well below it; statements, DDL among them, mostly above).
-REUSED_QUERY_EVENT_BYTES = 256
-#: The parsed query events the library reuses.
-PARSED_QUERY_EVENTS = ParsedEvents(256)
-#: ``Query_log_event``'s first post-header fields, which differ between sessions: thread id, execution time.
-_QUERY_SESSION_FIELDS = struct.Struct("<II")
-#: Attributes of a parsed query event that belong to the event that carried it, never kept.
-_QUERY_PER_EVENT = frozenset(
-    {"packet", "table_map", "_ctl_connection", "timestamp", "slave_proxy_id", "execution_time"}
-)
-
-
-def _reusing_query_init(library_init: Any) -> Any:
-    """``QueryEvent.__init__`` that reuses the parse of a short query event with the same bytes after
-    its thread id and execution time (see the module docstring)."""
-
-    def init(event: Any, from_packet: Any, event_size: int, table_map: Any, ctl_connection: Any, **kwargs: Any) -> None:
-        raw_packet = from_packet.packet
-        start = int(raw_packet._position)
-        if event_size > REUSED_QUERY_EVENT_BYTES or getattr(from_packet, "_BinLogPacketWrapper__data_buffer", b""):
-            library_init(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
-            return
-        body = bytes(raw_packet._data[start : start + int(event_size)])
-        key = (body[_QUERY_SESSION_FIELDS.size :], tuple(kwargs.get("post_header_lengths") or ()))
-        parsed = PARSED_QUERY_EVENTS.get(key)
-        if parsed is None:
-            library_init(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
-            PARSED_QUERY_EVENTS.put(key, {k: v for k, v in vars(event).items() if k not in _QUERY_PER_EVENT})
-            return
-        BinLogEvent.__init__(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
-        own = vars(event)  # what the base class set: this event's header fields, packet and settings
-        own.update({name: value for name, value in parsed.items() if name not in own})
-        event.slave_proxy_id, event.execution_time = _QUERY_SESSION_FIELDS.unpack_from(body)
-
-    return init
 
 
 def _status_variable_reader(library_reader: Any) -> Any:

@@ -17,7 +17,7 @@ every transaction, before each table's first row event. In a binlog of small tra
 was half of the capture's time (1-row transactions: 78 of 156 profiled seconds). The parsed table
 map is a function of the event's bytes after the header (table id, names, column types and metadata,
 optional metadata) and of the stream's settings, so :func:`install_table_map_fixes` also makes the
-library keep the parsed state of recent table maps (:data:`PARSED_TABLE_MAPS`) and reuse it for a
+library keep the parsed state of recent table maps (:class:`_ParsedTableMaps`) and reuse it for a
 table map with the same bytes: the columns and table object are shared, the event's own header
 fields (timestamp, packet) are its own. A table map is only kept when the library's parse did not
 ask the server (it has every column's name: ``binlog_row_metadata = FULL``, which capture requires),
@@ -45,13 +45,13 @@ from pymysqlreplication.row_event import TableMapEvent
 from airflow_provider_mysql_cdc.decoding.binlog_values import VECTOR_TYPE
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 
-__all__ = ["ParsedEvents", "install_table_map_fixes"]
+__all__ = ["install_table_map_fixes"]
 
 #: Table-map optional metadata ``VECTOR_DIMENSIONALITY`` (MySQL 9); the library knows types 1-12.
 _VECTOR_DIMENSIONALITY = 13
 _LAST_KNOWN_METADATA_FIELD = 12
 
-#: How many parsed table maps :data:`PARSED_TABLE_MAPS` keeps (the least recently used goes first).
+#: How many parsed table maps :class:`_ParsedTableMaps` keeps (the least recently used goes first).
 PARSED_TABLE_MAPS_KEPT = 1024
 #: Stream settings a table map's parse depends on, part of the key a parsed one is kept under.
 _PARSE_SETTINGS = ("only_tables", "ignored_tables", "only_schemas", "ignored_schemas", "optional_meta_data")
@@ -61,9 +61,9 @@ _PER_EVENT = frozenset({"packet", "table_map", "_ctl_connection", "timestamp"})
 _fixes_installed = False
 
 
-class ParsedEvents:
-    """The parsed state of recently seen events of one kind, by their bytes and the settings their parse
-    depends on (see the module docstring); bounded, least recently used dropped first; thread-safe."""
+class _ParsedTableMaps:
+    """The parsed state of recently seen table maps, by their bytes after the header and the stream's
+    settings (see the module docstring); bounded, least recently used dropped first; thread-safe."""
 
     def __init__(self, kept: int) -> None:
         self._kept = kept
@@ -89,8 +89,7 @@ class ParsedEvents:
             self._parsed.clear()
 
 
-#: The parsed table maps the library reuses.
-PARSED_TABLE_MAPS = ParsedEvents(PARSED_TABLE_MAPS_KEPT)
+_PARSED_TABLE_MAPS = _ParsedTableMaps(PARSED_TABLE_MAPS_KEPT)
 
 
 def _parse_key(from_packet: Any, event_size: int, kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -115,11 +114,11 @@ def _reusing_table_map_init(library_init: Callable[..., None]) -> Callable[..., 
 
     def init(event: Any, from_packet: Any, event_size: int, table_map: Any, ctl_connection: Any, **kwargs: Any) -> None:
         key = _parse_key(from_packet, event_size, kwargs)
-        parsed = None if key is None else PARSED_TABLE_MAPS.get(key)
+        parsed = None if key is None else _PARSED_TABLE_MAPS.get(key)
         if parsed is None:
             library_init(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
             if key is not None and _parsed_from_bytes_alone(event):
-                PARSED_TABLE_MAPS.put(key, {k: v for k, v in vars(event).items() if k not in _PER_EVENT})
+                _PARSED_TABLE_MAPS.put(key, {k: v for k, v in vars(event).items() if k not in _PER_EVENT})
             return
         BinLogEvent.__init__(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
         own = vars(event)  # what the base class set: this event's header fields, packet and settings

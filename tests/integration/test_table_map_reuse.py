@@ -1,17 +1,14 @@
-"""Events with the same bytes reuse one parse: table maps (``library_fixes``) and short query events
-(``binlog_library``); an event with other bytes is parsed anew.
+"""Table maps with the same bytes reuse one parse (``library_fixes``); a changed table map is parsed anew.
 
-MySQL logs a table map in every transaction, before each table's first row event, and a ``BEGIN``
-query event. The parse of one with the same bytes as a recent one is reused. These tests read real
-events from the binlog and check:
+MySQL logs a table map in every transaction, before each table's first row event. The parse of one
+with the same bytes as a recent one is reused. These tests read real table maps from the binlog and
+check three things:
 - a reused parse says exactly what parsing the bytes again says;
 - a table map that changed (an ALTER TABLE between two transactions, a column's character set among
   the changes) is parsed anew and describes the table after the change;
 - a table map is kept under all of its bytes: a table id MySQL reuses for another table (as after a
   restart) gets the parse of its own bytes;
-- the streams' table filters are part of what a parse is kept under;
-- a reused query event has its own session's thread id, and statements logged under different
-  ``sql_mode`` values keep each their own.
+- the streams' table filters are part of what a parse is kept under.
 """
 
 from __future__ import annotations
@@ -22,13 +19,10 @@ from typing import Any
 
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import QueryEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent, WriteRowsEvent
 
-from airflow_provider_mysql_cdc.capture import binlog_library
 from airflow_provider_mysql_cdc.capture.binlog_library import install_library_fixes
-from airflow_provider_mysql_cdc.core.ddl_tokens import SqlMode
 from airflow_provider_mysql_cdc.decoding import library_fixes
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from tests.exactness.scenario import binlog_position
@@ -88,7 +82,7 @@ def test_a_reused_table_map_parse_equals_a_fresh_one_and_a_changed_table_map_is_
     mysql_server: MySqlTestServer,
 ) -> None:
     start = _write_transactions(mysql_server)
-    library_fixes.PARSED_TABLE_MAPS.clear()
+    library_fixes._PARSED_TABLE_MAPS.clear()
     events = [event for event in _table_maps(mysql_server, start) if event.schema == DATABASE]
     assert [(event.table, len(event.columns)) for event in events] == [
         ("t", 3),
@@ -107,12 +101,12 @@ def test_a_reused_table_map_parse_equals_a_fresh_one_and_a_changed_table_map_is_
     assert column_specs_from_table_map(altered)[1].charset == "latin1"
 
     described = [_described(event) for event in events]
-    library_fixes.PARSED_TABLE_MAPS.clear()
+    library_fixes._PARSED_TABLE_MAPS.clear()
     fresh: list[Any] = []
     for event in _table_maps(mysql_server, start):
         if event.schema == DATABASE:
             fresh.append(_described(event))
-            library_fixes.PARSED_TABLE_MAPS.clear()  # every table map of this read is parsed from its bytes
+            library_fixes._PARSED_TABLE_MAPS.clear()  # every table map of this read is parsed from its bytes
     assert described == fresh
 
 
@@ -153,7 +147,7 @@ def _parse(packet_data: bytes, table_id: int, post_header_lengths: Any) -> Any:
 
 def test_a_reused_table_id_gets_the_parse_of_its_own_bytes(mysql_server: MySqlTestServer) -> None:
     start = _write_transactions(mysql_server)
-    library_fixes.PARSED_TABLE_MAPS.clear()
+    library_fixes._PARSED_TABLE_MAPS.clear()
     events = [event for event in _table_maps(mysql_server, start) if event.schema == DATABASE and event.table == "t"]
     before, after = events[0], events[-1]
     packets = [bytes(event.packet.packet.get_all_data()) for event in (before, after)]
@@ -169,59 +163,9 @@ def test_a_reused_table_id_gets_the_parse_of_its_own_bytes(mysql_server: MySqlTe
 
 def test_a_parse_is_kept_per_stream_filter(mysql_server: MySqlTestServer) -> None:
     start = _write_transactions(mysql_server)
-    library_fixes.PARSED_TABLE_MAPS.clear()
+    library_fixes._PARSED_TABLE_MAPS.clear()
     unfiltered = [event for event in _table_maps(mysql_server, start) if event.schema == DATABASE]
     only_other = list(_table_maps(mysql_server, start, only_schemas=[DATABASE], only_tables=["other"]))
     assert [event.table for event in only_other] == ["other"]  # the filter applies to reused parses too
     assert only_other[0].table_obj is not unfiltered[2].table_obj  # kept apart from the unfiltered stream's
     assert _described(only_other[0]) == _described(unfiltered[2])
-
-
-def _query_events(server: MySqlTestServer, start: tuple[str, int]) -> list[Any]:
-    """The query events written after ``start``, read with the library and this project's fixes."""
-    install_library_fixes()
-    reader = BinLogStreamReader(
-        connection_settings=server.cdc.pymysql_kwargs(),
-        server_id=next(_server_ids),
-        blocking=False,
-        resume_stream=True,
-        log_file=start[0],
-        log_pos=start[1],
-        only_events=[QueryEvent],
-    )
-    try:
-        return list(reader)
-    finally:
-        reader.close()
-
-
-def test_a_reused_begin_has_its_own_sessions_thread_id(mysql_server: MySqlTestServer) -> None:
-    _write_transactions(mysql_server)
-    binlog_library.PARSED_QUERY_EVENTS.clear()
-    start = binlog_position(mysql_server)
-    first = int(
-        mysql_server.execute(
-            f"INSERT INTO {DATABASE}.other VALUES (2)",
-            f"INSERT INTO {DATABASE}.other VALUES (3)",
-            "SELECT CONNECTION_ID()",
-        )[0][0]
-    )
-    second = int(mysql_server.execute(f"INSERT INTO {DATABASE}.other VALUES (4)", "SELECT CONNECTION_ID()")[0][0])
-    assert first != second
-    begins = [event for event in _query_events(mysql_server, start) if event.query == "BEGIN"]
-    assert [event.slave_proxy_id for event in begins] == [first, first, second]
-    assert begins[1].query is begins[0].query and begins[2].query is begins[0].query  # one parse, reused
-
-
-def test_statements_logged_under_different_sql_modes_keep_their_own(mysql_server: MySqlTestServer) -> None:
-    _write_transactions(mysql_server)
-    binlog_library.PARSED_QUERY_EVENTS.clear()
-    start = binlog_position(mysql_server)
-    drop = f"DROP TABLE IF EXISTS {DATABASE}.absent"  # logged although the table does not exist
-    modes = ["ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "STRICT_TRANS_TABLES"]
-    for mode in modes:
-        mysql_server.execute(f"SET SESSION sql_mode = '{mode}'", drop)
-    drops = [event for event in _query_events(mysql_server, start) if event.query.startswith("DROP TABLE")]
-    assert [SqlMode.of(int(event.sql_mode)) for event in drops] == [SqlMode.of(mode) for mode in modes]
-    assert drops[2].query is drops[0].query  # the same bytes but for the session: one parse
-    assert drops[1].query is not drops[0].query
