@@ -102,7 +102,7 @@ def _parse_key(from_packet: Any, event_size: int, kwargs: dict[str, Any]) -> tup
     start = int(raw_packet._position)
     body = bytes(raw_packet._data[start : start + int(event_size)])
     settings = tuple(_hashable(kwargs.get(name)) for name in _PARSE_SETTINGS)
-    return (body, settings, tuple(kwargs.get("post_header_lengths") or ()), getattr(from_packet, "event_type", None))
+    return (body, settings, tuple(kwargs.get("post_header_lengths") or ()))
 
 
 def _hashable(value: Any) -> Any:
