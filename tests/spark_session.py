@@ -73,9 +73,9 @@ def iceberg_session(warehouse: Path, session_warehouse: Path) -> Iterator[SparkS
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            # A long-lived JVM: the default compilers and collector, not the short-lived-JVM options of the
-            # spark-defaults.conf tests/conftest.py writes.
-            .config("spark.driver.extraJavaOptions", "-XX:+UseG1GC")
+            # A long-lived JVM: the default compilers and collector, not the short-lived-JVM options
+            # tests/conftest.py gives every Spark JVM (these come after them, and the last one wins).
+            .config("spark.driver.extraJavaOptions", "-XX:-UseSerialGC -XX:+UseG1GC -XX:TieredStopAtLevel=4")
             # With the default 1g its old generation was full (jstat) while the randomized differential ran
             # late in a make test run; that test alone fills 1.5g of 3g (in about 12.5 minutes either way).
             .config("spark.driver.memory", "3g")
