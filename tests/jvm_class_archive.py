@@ -1,11 +1,11 @@
 """A class-data-sharing archive for the Spark JVMs the test suite starts.
 
 Every spark-submit of the suite (the apply and maintenance jobs, the verify children, the warm services,
-the Airflow tasks' jobs, the one in-process session) starts a JVM that loads and verifies the same
-tens of thousands of Spark, Scala, Hadoop and Iceberg classes. A dynamic CDS archive
-(``-XX:ArchiveClassesAtExit``, JDK 13 and later) holds them parsed and verified: with it a cold
-spark-submit of an Iceberg MERGE took 5.4 s instead of 11.2 s on the suite's 2-core machine, and
-6.6 CPU seconds instead of 13.
+the Airflow tasks' jobs) starts a JVM that loads and verifies the same tens of thousands of Spark,
+Scala, Hadoop and Iceberg classes. A dynamic CDS archive (``-XX:ArchiveClassesAtExit``, JDK 13 and
+later) holds them parsed and verified: with it a cold spark-submit of a small Iceberg MERGE job took
+5.4 s instead of 11.2 s on the suite's 2-core machine, and 6.6 CPU seconds instead of 13. The one
+in-process session of the ``spark`` fixture starts without it (``tests/spark_session.py`` says why).
 
 The archive is made once per machine and environment by running this module as a Spark job (an
 Iceberg table created, written, merged into and read, as the provider's jobs do), keyed by the Java
