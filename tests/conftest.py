@@ -17,9 +17,6 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from tests.jvm_class_archive import EMPTY_SPARK_CONF_DIR, ensure_archive
-from tests.jvm_class_archive import QUIET as CLASS_ARCHIVE_QUIET
-
 # Property tests assert what holds, never how fast: Hypothesis's per-example deadline (200 ms) failed
 # a pure chunk-planning test on this 2-core machine while MySQL and Spark ran beside it (250 ms once,
 # 68 ms on the retry). No deadline for any of them.
@@ -37,33 +34,22 @@ INSTANCE_PREFIX = "-".join(
 AIRFLOW_TEST_HOME = REPO_ROOT / ".cache" / f"airflow-home-{INSTANCE_PREFIX}"
 #: Spark settings for the short-lived JVMs the tests start through spark-submit (the apply and
 #: maintenance jobs, the verify child, the Airflow services' tasks): no UI, two shuffle partitions, and
-#: only the JVM's quick compiler (a job of seconds spends a third less CPU without C2), with the suite's
-#: class-data-sharing archive (:mod:`tests.jvm_class_archive`: a cold JVM in half the time). They reach
-#: every Spark JVM through ``SPARK_SUBMIT_OPTS`` (JVM options, and ``spark.*`` system properties, which
-#: Spark reads as settings); ``$SPARK_CONF_DIR`` stays empty, as the archive needs it. The session
-#: fixture, a long-lived JVM, overrides the compiler and collector.
+#: only the JVM's quick compiler (a job of seconds spends a third less CPU without C2). spark-submit
+#: reads them from ``$SPARK_CONF_DIR/spark-defaults.conf``; the session fixture sets its own.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 TEST_SPARK_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
+    "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,
+    "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
 }
-_ICEBERG_RUNTIME_JARS = sorted((REPO_ROOT / ".cache" / "jars").glob("iceberg-spark-runtime-*.jar"))
-#: ``MYSQL_CDC_TEST_JVM_CLASS_ARCHIVE=0`` runs the suite's JVMs without the archive (to compare).
-JVM_CLASS_ARCHIVE = (
-    ensure_archive(_ICEBERG_RUNTIME_JARS, os.environ)
-    if _ICEBERG_RUNTIME_JARS and os.environ.get("MYSQL_CDC_TEST_JVM_CLASS_ARCHIVE", "1") != "0"
-    else None
+TEST_SPARK_CONF_DIR = REPO_ROOT / ".cache" / f"spark-conf-{INSTANCE_PREFIX}"
+TEST_SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)
+(TEST_SPARK_CONF_DIR / "spark-defaults.conf").write_text(
+    "".join(f"{key} {value}\n" for key, value in TEST_SPARK_DEFAULTS.items()), encoding="utf-8"
 )
-os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-    [
-        SHORT_LIVED_JVM,
-        *([f"-XX:SharedArchiveFile={JVM_CLASS_ARCHIVE}", CLASS_ARCHIVE_QUIET] if JVM_CLASS_ARCHIVE else []),
-        *(f"-D{key}={value}" for key, value in TEST_SPARK_DEFAULTS.items()),
-    ]
-)
-TEST_SPARK_CONF_DIR = EMPTY_SPARK_CONF_DIR
 
 os.environ["AIRFLOW_HOME"] = str(AIRFLOW_TEST_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"

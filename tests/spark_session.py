@@ -74,7 +74,7 @@ def iceberg_session(warehouse: Path, session_warehouse: Path) -> Iterator[SparkS
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             # A long-lived JVM: the default compilers and collector, not the short-lived-JVM options of the
-            # SPARK_SUBMIT_OPTS tests/conftest.py sets (see below).
+            # spark-defaults.conf tests/conftest.py writes.
             .config("spark.driver.extraJavaOptions", "-XX:+UseG1GC")
             # With the default 1g its old generation was full (jstat) while the randomized differential ran
             # late in a make test run; that test alone fills 1.5g of 3g (in about 12.5 minutes either way).
@@ -92,13 +92,7 @@ def iceberg_session(warehouse: Path, session_warehouse: Path) -> Iterator[SparkS
                 .config(f"spark.sql.catalog.{catalog}.warehouse", str(warehouse))
                 .config(f"spark.sql.catalog.{catalog}.cache.expiration-interval-ms", "-1")
             )
-        with pytest.MonkeyPatch.context() as launch:
-            # Started without the suite's SPARK_SUBMIT_OPTS (the builder sets what they set), so without its
-            # class-data-sharing archive too: the short-lived JVMs start in half the time with it, but this
-            # long-lived one's applies ran slower (the randomized differential alone: 392 s with it; 313 s
-            # before it, 324 s with the JDK's own archive only). The JVMs the tests start later get the options again.
-            launch.delenv("SPARK_SUBMIT_OPTS", raising=False)
-            session = builder.getOrCreate()
+        session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
         # pytest has closed the captured streams.

@@ -49,7 +49,7 @@ from tests.spark_session import iceberg_jars, load_script_module
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
 #: The driver on the loopback address; the UI, shuffle partitions and JVM options come from the test
-#: suite's ``SPARK_SUBMIT_OPTS`` (``tests/conftest.py``), which a private properties file does not replace.
+#: suite's ``spark-defaults.conf`` (``TEST_SPARK_DEFAULTS``), which the private properties file starts with.
 SPARK_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
 
