@@ -13,43 +13,27 @@ check three things:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
 from pymysql.protocol import MysqlPacket
-from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent, WriteRowsEvent
 
-from airflow_provider_mysql_cdc.capture.binlog_library import install_library_fixes
 from airflow_provider_mysql_cdc.decoding import library_fixes
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from tests.exactness.scenario import binlog_position
+from tests.integration.library_stream import library_events
 from tests.mysql_servers import MySqlTestServer
 
 DATABASE = "table_map_reuse"
-_server_ids = itertools.count(4_700_001)
 
 
 def _table_maps(server: MySqlTestServer, start: tuple[str, int], **filters: Any) -> Iterator[Any]:
     """The table maps written after ``start`` (of the rows the stream keeps), read with the library
     and this project's fixes, as ``BinlogReader`` reads them."""
-    install_library_fixes()
-    reader = BinLogStreamReader(
-        connection_settings=server.cdc.pymysql_kwargs(),
-        server_id=next(_server_ids),
-        blocking=False,
-        resume_stream=True,
-        log_file=start[0],
-        log_pos=start[1],
-        only_events=[TableMapEvent, WriteRowsEvent],
-        **filters,
-    )
-    try:
-        yield from (event for event in reader if isinstance(event, TableMapEvent))
-    finally:
-        reader.close()
+    events = library_events(server, start, [TableMapEvent, WriteRowsEvent], **filters)
+    return (event for event in events if isinstance(event, TableMapEvent))
 
 
 def _described(event: Any) -> tuple[Any, ...]:

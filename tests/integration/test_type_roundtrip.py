@@ -24,10 +24,8 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from airflow_provider_mysql_cdc.capture.binlog_library import install_library_fixes
 from airflow_provider_mysql_cdc.capture.engine import CaptureRequest, capture_window
 from airflow_provider_mysql_cdc.core.gtid import GtidSet
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, ColumnSpec, arrow_schema
@@ -37,6 +35,7 @@ from airflow_provider_mysql_cdc.decoding.json_diff import apply_json_diffs, diff
 from airflow_provider_mysql_cdc.decoding.table_map import column_specs_from_table_map
 from airflow_provider_mysql_cdc.staging import Staging
 from airflow_provider_mysql_cdc.store.frontier_store import FrontierStore
+from tests.integration.library_stream import library_events
 from tests.mysql_servers import MySqlTestServer
 
 pytestmark = pytest.mark.mysql
@@ -450,22 +449,13 @@ def _binlog_events(
 ) -> Iterator[Any]:
     """The row events of ``database.table`` written after ``start``, read with the library directly
     (with this project's fixes installed, as ``BinlogReader`` installs them)."""
-    install_library_fixes()
-    reader = BinLogStreamReader(
-        connection_settings=server.cdc.pymysql_kwargs(),
-        server_id=next(_server_ids),
-        blocking=False,
-        resume_stream=True,
-        log_file=start[0],
-        log_pos=start[1],
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+    return library_events(
+        server,
+        start,
+        [WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
         only_schemas=[database],
         only_tables=[table],
     )
-    try:
-        yield from reader
-    finally:
-        reader.close()
 
 
 def _images(event: Any, row: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -655,29 +645,22 @@ def test_partial_json_updates_are_read_with_every_diff(mysql_server: MySqlTestSe
         f"UPDATE {table} SET j = JSON_REMOVE(JSON_SET(j, '$.a', 2, '$.new', 'n'), '$.c[0]') WHERE id = 1",
     )
     (stored,) = mysql_server.execute(f"SELECT CAST(j AS CHAR) FROM {table} WHERE id = 1")[0]
-    install_library_fixes()
-    reader = BinLogStreamReader(
-        connection_settings=mysql_server.cdc.pymysql_kwargs(),
-        server_id=next(_server_ids),
-        blocking=False,
-        resume_stream=True,
-        log_file=start[0],
-        log_pos=start[1],
-        only_events=[UpdateRowsEvent, PartialUpdateRowsEvent],
-        only_schemas=[DATABASE],
-        only_tables=["partial_json"],
+    events = list(
+        library_events(
+            mysql_server,
+            start,
+            [UpdateRowsEvent, PartialUpdateRowsEvent],
+            only_schemas=[DATABASE],
+            only_tables=["partial_json"],
+        )
     )
-    try:
-        events = list(reader)
-        assert [type(event) for event in events] == [PartialUpdateRowsEvent]
-        converter = RowConverter(column_specs_from_table_map(events[0]))
-        (row,) = decoded_rows(events[0])
-        before, _ = converter.convert_partial(row["before_values"])
-        assert before[:2] == (1, '{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxx", "c": [1, 2]}')
-        after, partial = converter.convert_partial(row["after_values"])
-        assert after[1] is None and partial is not None
-        diffs = diffs_from_text(partial["j"])
-        assert [d.operation for d in diffs] == ["replace", "insert", "remove"]
-        assert apply_json_diffs(before[1], diffs) == stored
-    finally:
-        reader.close()
+    assert [type(event) for event in events] == [PartialUpdateRowsEvent]
+    converter = RowConverter(column_specs_from_table_map(events[0]))
+    (row,) = decoded_rows(events[0])
+    before, _ = converter.convert_partial(row["before_values"])
+    assert before[:2] == (1, '{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxx", "c": [1, 2]}')
+    after, partial = converter.convert_partial(row["after_values"])
+    assert after[1] is None and partial is not None
+    diffs = diffs_from_text(partial["j"])
+    assert [d.operation for d in diffs] == ["replace", "insert", "remove"]
+    assert apply_json_diffs(before[1], diffs) == stored
