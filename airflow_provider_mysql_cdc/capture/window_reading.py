@@ -89,9 +89,11 @@ from airflow_provider_mysql_cdc.store.schema_tracking import RebuildRequest
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_SECONDS = 5.0
-#: The binlog heartbeat period: a ``data_interval`` window whose transactions have all arrived ends at
-#: the first heartbeat that finds the reader at the end of the binlog (the server's default, 5 s, made
-#: every such capture wait about 5 s), so this is how long such a window waits at most.
+#: The binlog heartbeat period: a ``data_interval`` window that cannot tell from the server's state when
+#: the task started that it holds every transaction (``gtid_owned`` unreadable, or a transaction then in
+#: flight that has not arrived) ends at the first heartbeat that finds the reader at the end of the
+#: binlog (the server's default, 5 s, made every such capture wait about 5 s), so this is how long such
+#: a window waits at most.
 HEARTBEAT_SECONDS = 1.0
 #: How long a window waits for transactions it knows exist (they are in its bound) before failing.
 MISSING_TRANSACTIONS_TIMEOUT_SECONDS = 60.0
@@ -657,11 +659,11 @@ def read_window(
     # for data_interval, everything committed when the task started (unless the cut-off comes first).
     must_reach = bound.gtids if bound.gtids is not None else server.gtid_executed
     needed = must_reach - start
-    remaining = len(needed)
-    if remaining == 0:
+    awaited = _Awaited(needed, len(needed), _in_flight(bound, server, start))
+    if awaited.remaining == 0 and not awaited.in_flight:
         return state  # nothing was committed past the lower bound: an empty window, no stream needed
     try:
-        _stream(request, source, start, bound, state, needed, remaining, clock)
+        _stream(request, source, start, bound, state, awaited, clock)
     except BinlogStreamError as exc:
         if type(exc) is not BinlogStreamError:
             raise
@@ -873,17 +875,65 @@ def _xa_not_resolved(request: CaptureRequest, window_id: int, state: WindowReade
     )
 
 
+def _in_flight(bound: WindowBound, server: ServerState, start: GtidSet) -> set[Gtid] | None:
+    """For a ``data_interval`` window: the transactions that had their GTID but had not committed when
+    the task read the server (past ``start``), which the window must see before it can end without
+    waiting for the end of the binlog; None when it must wait for that (another bound, or
+    ``gtid_owned`` unknown).
+
+    Why that suffices: a transaction committed before the window's end got its GTID before its commit
+    timestamp, and the server's clock had passed the end when ``gtid_owned`` was read, before
+    ``gtid_executed`` (see :mod:`~airflow_provider_mysql_cdc.mysql.server_state`). So it is in
+    ``gtid_executed`` (the window's ``needed``) or in flight."""
+    if bound.before_us is None or server.gtid_in_flight is None:
+        return None
+    return set(server.gtid_in_flight - start)
+
+
+@dataclasses.dataclass
+class _Awaited:
+    """The transactions a window reads before it may end: ``needed``, of which ``remaining`` have not
+    been read, and for a ``data_interval`` window those ``in_flight`` when the task started that have
+    not been read (None: not known, see :func:`_in_flight`)."""
+
+    needed: GtidSet
+    remaining: int
+    in_flight: set[Gtid] | None
+    #: Since when the server has had nothing more to send while ``needed`` is not all read.
+    idle_since: float | None = None
+
+    def waiting(self, now: float, window_id: int, seen: GtidSet) -> None:
+        """The server has sent everything and ``needed`` is not all read: fail once that has lasted
+        longer than it may."""
+        self.idle_since = self.idle_since or now
+        if now - self.idle_since > MISSING_TRANSACTIONS_TIMEOUT_SECONDS:
+            raise WindowIncompleteError(
+                f"window {window_id}: transactions {self.needed - seen} did not arrive from the server; retry the task"
+            )
+
+    def committed(self, gtid: Gtid) -> None:
+        if gtid in self.needed:
+            self.remaining -= 1
+        if self.in_flight:
+            self.in_flight.discard(gtid)
+
+    def all_read(self, bound: WindowBound) -> bool:
+        """Whether the window holds everything it must: a ``catch_up`` (or re-read) window its
+        ``needed``; a ``data_interval`` window ``needed`` and the transactions in flight (else it ends at
+        its first transaction committed at or after its end, or at the end of the binlog)."""
+        return self.remaining <= 0 and (bound.before_us is None or self.in_flight == set())
+
+
 def _stream(
     request: CaptureRequest,
     source: MySqlConnectionConfig,
     start: GtidSet,
     bound: WindowBound,
     state: WindowReader,
-    needed: GtidSet,
-    remaining: int,
+    awaited: _Awaited,
     clock: Callable[[], float],
 ) -> None:
-    idle_since: float | None = None
+    """Read the window's transactions from ``start`` until ``bound`` and ``awaited`` say it ends."""
     window_id = state.window.window_id
     past_end_since: float | None = None  # when the window reached its end with an XA transaction prepared
 
@@ -905,7 +955,7 @@ def _stream(
     ) as reader:
         for item in reader:
             if isinstance(item, TransactionStart):
-                idle_since = None
+                awaited.idle_since = None
                 if state.current is not None:
                     raise TerminalCdcError(f"binlog stream opened {item.gtid} inside {state.current.gtid}")
                 if bound.skips(item.gtid):
@@ -925,28 +975,24 @@ def _stream(
                     break
                 state.start_transaction(item)
             elif isinstance(item, Idle):
-                if remaining <= 0:
+                if awaited.remaining <= 0:
                     if not state.xa.pending:
+                        log.info("window %s ends at the end of the binlog", window_id)
                         break
                     read_on()
                     continue
-                idle_since = idle_since or clock()
-                if clock() - idle_since > MISSING_TRANSACTIONS_TIMEOUT_SECONDS:
-                    raise WindowIncompleteError(
-                        f"window {window_id}: transactions {needed - state.seen_set()} did not arrive "
-                        "from the server; retry the task"
-                    )
+                awaited.waiting(clock(), window_id, state.seen_set())
             elif isinstance(item, Rotate):
                 state.on_rotate()
             elif state.current is None:
                 continue  # an event of a skipped transaction
             elif isinstance(item, TransactionCommit):
-                gtid = state.current.gtid
+                awaited.committed(state.current.gtid)
                 state.commit()
-                if gtid in needed:
-                    remaining -= 1
-                if remaining <= 0 and bound.before_us is None:
+                if awaited.all_read(bound):
                     if not state.xa.pending:
+                        if bound.before_us is not None:
+                            log.info("window %s ends: every transaction committed before its end is read", window_id)
                         break
                     read_on()
             else:

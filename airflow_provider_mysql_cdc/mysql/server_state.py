@@ -4,7 +4,12 @@ Captures and snapshots read a :class:`ServerState` once, before anything else, a
 preflight judges its :class:`~airflow_provider_mysql_cdc.core.preflight.ServerFacts`, the topology
 guard (:mod:`airflow_provider_mysql_cdc.core.topology`) its
 :class:`~airflow_provider_mysql_cdc.core.topology.ServerObservation`, and capture takes its
-``gtid_executed``, ``gtid_purged`` and clock as the moment the task started.
+``gtid_executed``, ``gtid_purged``, GTIDs in flight and clock as the moment the task started.
+
+The clock and ``@@GLOBAL.gtid_owned`` are read first, ``gtid_executed`` right after: a transaction
+that had its commit timestamp by then (its GTID is owned from the binlog flush on, before the
+timestamp is taken) is in one of the two, so a ``data_interval`` window ending at or before that
+clock holds no transaction outside them (see :mod:`~airflow_provider_mysql_cdc.capture.window_reading`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.core.connection import MySqlConnectionConfig
-from airflow_provider_mysql_cdc.core.gtid import GtidSet
+from airflow_provider_mysql_cdc.core.gtid import GtidSet, parse_owned_gtids
 from airflow_provider_mysql_cdc.core.preflight import ServerFacts
 from airflow_provider_mysql_cdc.core.topology import ServerObservation
-from airflow_provider_mysql_cdc.errors import BinlogFileGoneError, MySqlQueryError, PreflightFailedError
+from airflow_provider_mysql_cdc.errors import (
+    BinlogFileGoneError,
+    InvalidGtidSetError,
+    MySqlQueryError,
+    PreflightFailedError,
+)
 from airflow_provider_mysql_cdc.mysql.binlog_files import read_created_at_us, read_previous_gtids
 from airflow_provider_mysql_cdc.mysql.client import connection_to, query
 from airflow_provider_mysql_cdc.mysql.introspection import read_binlog_inventory, read_server_facts
@@ -37,6 +47,9 @@ class ServerState:
     observation: ServerObservation
     #: The server's clock when it was read (UTC microseconds).
     now_us: int
+    #: ``@@GLOBAL.gtid_owned`` read at ``now_us``, before ``gtid_executed``: transactions that had their
+    #: GTID but had not committed; None when its text could not be read as GTIDs.
+    gtid_in_flight: GtidSet | None = None
 
     @property
     def gtid_executed(self) -> GtidSet:
@@ -49,14 +62,25 @@ class ServerState:
         return self.observation.gtid_purged
 
 
-def _identity(connection: Connection[Any], config: MySqlConnectionConfig) -> tuple[str, GtidSet, GtidSet, int]:
-    uuid, executed, purged, now = query(
-        connection,
-        config,
-        "SELECT @@server_uuid, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged, "
-        "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+def _identity(
+    connection: Connection[Any], config: MySqlConnectionConfig
+) -> tuple[str, GtidSet, GtidSet, int, GtidSet | None]:
+    """Server UUID, ``gtid_executed``, ``gtid_purged``, the clock and the GTIDs in flight, the last two
+    read in a statement before the others (see the module docstring)."""
+    now, owned = query(
+        connection, config, "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED), @@GLOBAL.gtid_owned"
     )[0]
-    return str(uuid).lower(), GtidSet.parse(str(executed or "")), GtidSet.parse(str(purged or "")), int(now)
+    uuid, executed, purged = query(
+        connection, config, "SELECT @@server_uuid, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged"
+    )[0]
+    try:
+        in_flight: GtidSet | None = parse_owned_gtids(str(owned or ""))
+    except InvalidGtidSetError as exc:
+        log.info(
+            "%s: gtid_owned not read (%s); data_interval windows end at the end of the binlog", config.address, exc
+        )
+        in_flight = None
+    return str(uuid).lower(), GtidSet.parse(str(executed or "")), GtidSet.parse(str(purged or "")), int(now), in_flight
 
 
 def _binlog_files(connection: Connection[Any], config: MySqlConnectionConfig) -> tuple[tuple[str, ...], GtidSet | None]:
@@ -92,7 +116,7 @@ def read_server_state(config: MySqlConnectionConfig, *, known_binlogs: Iterable[
     the pipeline's last observation recorded)."""
     with connection_to(config) as connection:
         facts = read_server_facts(connection, config, with_tables=False)
-        uuid, executed, purged, now_us = _identity(connection, config)
+        uuid, executed, purged, now_us, in_flight = _identity(connection, config)
         names, first_previous = _binlog_files(connection, config)
     timed = [name for name in (*names[:1], *names[-1:], *known_binlogs) if name in names]
     observation = ServerObservation(
@@ -104,4 +128,4 @@ def read_server_state(config: MySqlConnectionConfig, *, known_binlogs: Iterable[
         first_binlog_previous_gtids=first_previous,
         binlog_created_us=_started(config, timed) if timed else {},
     )
-    return ServerState(facts=facts, observation=observation, now_us=now_us)
+    return ServerState(facts=facts, observation=observation, now_us=now_us, gtid_in_flight=in_flight)

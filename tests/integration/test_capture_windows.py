@@ -9,6 +9,7 @@ manifests, and where a test claims equality with the source it replays the stage
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import threading
 import time
@@ -124,6 +125,55 @@ def test_data_interval_windows_hold_exactly_the_transactions_committed_in_their_
     rerun = pipeline.capture("interval-1", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=middle)
     assert rerun.as_xcom() == second.as_xcom()
     assert pipeline.manifest(second.window_id).to_json().encode() == published
+
+
+def test_a_data_interval_window_ends_once_it_holds_every_transaction_without_waiting_for_a_heartbeat(
+    mysql_server: MySqlTestServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS dend", "CREATE DATABASE dend", "CREATE TABLE dend.t (id INT PRIMARY KEY)"
+    )
+    pipeline = Pipeline(mysql_server, tmp_path, "dend", TableSelection.of("dend.*"))
+    pipeline.capture("interval-0", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=mysql_server.utc_now())
+    mysql_server.execute("INSERT INTO dend.t VALUES (1)", "INSERT INTO dend.t VALUES (2)")
+    end = mysql_server.utc_now()
+    with caplog.at_level(logging.INFO, logger="airflow_provider_mysql_cdc.capture.window_reading"):
+        window = pipeline.capture("interval-1", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=end)
+    assert [r["id"] for r in pipeline.rows(window.window_id)] == [1, 2]
+    endings = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"window {window.window_id} ends")]
+    assert endings == [f"window {window.window_id} ends: every transaction committed before its end is read"]
+
+
+def test_a_data_interval_window_waits_for_a_transaction_in_flight_when_the_task_started(
+    mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    """A transaction has its GTID and commit timestamp but is not in gtid_executed yet (the binlog's group
+    commit waits ``binlog_group_commit_sync_delay`` before committing it): a window whose end is past its
+    commit timestamp holds it, although nothing else was committed in the window."""
+    mysql_server.execute(
+        "DROP DATABASE IF EXISTS dfly", "CREATE DATABASE dfly", "CREATE TABLE dfly.t (id INT PRIMARY KEY)"
+    )
+    pipeline = Pipeline(mysql_server, tmp_path, "dfly", TableSelection.of("dfly.*"))
+    pipeline.capture("interval-0", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=mysql_server.utc_now())
+    before = executed(mysql_server)
+    mysql_server.execute("SET GLOBAL binlog_group_commit_sync_delay = 1000000")
+    try:
+        writer = threading.Thread(target=mysql_server.execute, args=("INSERT INTO dfly.t VALUES (1)",))
+        writer.start()
+        deadline = time.monotonic() + 5
+        while not mysql_server.execute("SELECT @@GLOBAL.gtid_owned")[0][0]:
+            assert time.monotonic() < deadline, "the insert never got its GTID"
+            time.sleep(0.01)
+        end = mysql_server.utc_now()
+        assert executed(mysql_server) == before, "the insert committed before the window was read: no case"
+        window = pipeline.capture("interval-1", cutoff=CutoffRule.DATA_INTERVAL, data_interval_end=end)
+        writer.join()
+    finally:
+        mysql_server.execute("SET GLOBAL binlog_group_commit_sync_delay = 0")
+    rows = pipeline.rows(window.window_id)
+    assert [r["id"] for r in rows] == [1]
+    assert rows[0]["_cdc_commit_ts"] < end
+    assert window.upper == executed(mysql_server)
 
 
 def test_a_data_interval_that_has_not_ended_is_refused_and_retried_later(

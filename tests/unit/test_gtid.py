@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_mysql_cdc.core.gtid import MAX_TRANSACTION_NUMBER, Gtid, GtidSet, as_gtid_set
+from airflow_provider_mysql_cdc.core.gtid import MAX_TRANSACTION_NUMBER, Gtid, GtidSet, as_gtid_set, parse_owned_gtids
 from airflow_provider_mysql_cdc.errors import InvalidGtidSetError, MySqlCdcError, TerminalCdcError
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -139,3 +139,29 @@ def test_gtid_set_is_immutable_and_hashable() -> None:
     assert {gtids: "x"}[GtidSet.parse(f"{U1}:3,{U1}:1-2")] == "x"
     assert GtidSet.of([f"{U1}:1", f"{U1}:2", f"{U1}:etl:4"]) == GtidSet.parse(f"{U1}:1-2:etl:4")
     assert GtidSet.from_intervals({(U1, ""): [(1, 2)]}) == GtidSet.parse(f"{U1}:1-2")
+
+
+UUID_A = "207d435d-ee50-11f1-8eed-02fc00000001"
+UUID_B = "16c55cd0-ee50-11f1-9c3c-02fc00000001"
+
+
+@pytest.mark.parametrize(
+    ("owned", "gtids"),
+    [
+        ("", ""),
+        (f"{UUID_A}:3#13", f"{UUID_A}:3"),
+        (f"{UUID_A}:5#14:4#13:3#12", f"{UUID_A}:3-5"),
+        # MySQL 9.7 runs a thread id straight into the next source's UUID (here 12, then UUID_A again, tagged)
+        (f"{UUID_A}:5#14:4#13:3#12{UUID_A}:tg:1#15", f"{UUID_A}:3-5:tg:1"),
+        (f"{UUID_A}:7#1234567{UUID_B}:2#8", f"{UUID_A}:7,{UUID_B}:2"),
+        (f"{UUID_A}:3#13,{UUID_B}:7#2", f"{UUID_A}:3,{UUID_B}:7"),
+    ],
+)
+def test_gtid_owned_text_gives_its_gtids_without_the_owner_threads(owned: str, gtids: str) -> None:
+    assert parse_owned_gtids(owned) == GtidSet.parse(gtids)
+
+
+@pytest.mark.parametrize("owned", [f"{UUID_A}:3#x", f"{UUID_A}:#3", f"{UUID_A}:3#1#2", "not-a-uuid:3#1"])
+def test_gtid_owned_text_in_another_format_is_refused(owned: str) -> None:
+    with pytest.raises(InvalidGtidSetError):
+        parse_owned_gtids(owned)
