@@ -7,7 +7,10 @@ time, right before the manifest (itself written to a temporary name and moved). 
 whatever the window size and the number of tables: at most ``row_group_rows`` rows and about
 ``row_group_bytes`` bytes (plus the last rows added) are held in memory across all open files; past
 either, the file holding the most rows (or bytes) writes them as row groups of at most
-``row_group_bytes`` bytes each (a larger row is a row group of its own). Statistics (min/max) are not
+``row_group_bytes`` bytes each (a larger row is a row group of its own). A window's writer encodes and
+writes them in a thread of its own while capture reads on (one set of rows at a time: the rows being
+written and those filling are what it holds); a snapshot chunk's writes them itself (its chunk workers
+already keep the cores busy). Statistics (min/max) are not
 written for text and binary columns: the Parquet writer would keep a copy of the smallest and largest
 value of each, which for values of many MiB doubles its memory.
 """
@@ -15,6 +18,7 @@ value of each, which for values of many MiB doubles its memory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +125,7 @@ class StagingWriter:
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
         attempt: str | None = None,
+        background_writes: bool = False,
     ) -> None:
         if row_group_rows < 1 or row_group_bytes < 1:
             raise ConfigurationError("row_group_rows and row_group_bytes must be positive")
@@ -138,6 +143,11 @@ class StagingWriter:
         self._finished: list[StagedFile] = []
         self._buffered_rows = 0
         self._buffered_bytes = 0
+        #: Whether row groups are encoded and written by a thread of their own while the next rows are
+        #: read (Parquet's encoding and compression release the GIL), and that thread and its rows.
+        self.background_writes = background_writes
+        self._writing: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
         staging.delete_abandoned_attempts(attempts_dir, attempt_prefix, label)
         staging.create_dir(self.attempt_dir)
 
@@ -264,6 +274,29 @@ class StagingWriter:
         staged.batches = []
 
     def _write(self, staged: _OpenFile, rows: pa.Table | pa.RecordBatch) -> None:
+        """Write ``rows``; with ``background_writes``, in the writing thread, once it has written the rows
+        handed to it before (so at most one set of rows is being encoded while the next one fills)."""
+        self._wait_for_writes()
+        if not self.background_writes:
+            self._write_now(staged, rows)
+            return
+        if self._writing is None:
+            self._writing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mysql-cdc-parquet")
+        self._pending = self._writing.submit(self._write_now, staged, rows)
+
+    def _wait_for_writes(self) -> None:
+        """Wait until the rows handed to the writing thread are written; raise its error."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _stop_writing(self) -> None:
+        self._pending = None
+        if self._writing is not None:
+            self._writing.shutdown(wait=True)
+            self._writing = None
+
+    def _write_now(self, staged: _OpenFile, rows: pa.Table | pa.RecordBatch) -> None:
         """Write ``rows`` as row groups of at most ``row_group_bytes`` bytes."""
         try:
             for offset, count in row_group_slices(rows, self.row_group_bytes):
@@ -310,8 +343,13 @@ class StagingWriter:
 
     def finish(self) -> list[StagedFile]:
         """Close every file and describe it (rows, bytes, checksum); files stay in the temporary place."""
+        try:
+            for staged in self._files.values():
+                self._flush(staged)
+            self._wait_for_writes()
+        finally:
+            self._stop_writing()
         for staged in self._files.values():
-            self._flush(staged)
             staged.writer.close()
             info = self.filesystem.get_file_info(staged.tmp_path)
             counter = staged.counter
@@ -344,6 +382,7 @@ class StagingWriter:
 
     def discard(self) -> None:
         """Delete the temporary files (nothing published is touched)."""
+        self._stop_writing()  # a write that failed has raised already; its error is not raised again
         for staged in self._files.values():
             staged.writer.close()
         self._files.clear()
@@ -371,6 +410,7 @@ class WindowStagingWriter(StagingWriter):
             label=f"window {window_id}",
             row_group_rows=row_group_rows,
             row_group_bytes=row_group_bytes,
+            background_writes=True,
         )
 
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+import io
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_mysql_cdc.core.staging import StagingManifest, cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
-from airflow_provider_mysql_cdc.errors import CorruptStagingError
+from airflow_provider_mysql_cdc.errors import CorruptStagingError, StagingWriteError
 from airflow_provider_mysql_cdc.staging import SnapshotChunkWriter, Staging, WindowStagingWriter, new_attempt_token
 from tests.unit.staging_manifests import finished_manifest
 
@@ -128,3 +132,98 @@ def test_a_snapshot_manifest_without_its_chunk_identity_is_corrupt() -> None:
         StagingManifest.from_json(text, "m.json")
     with pytest.raises(CorruptStagingError, match="unknown manifest kind"):
         StagingManifest.from_json(text.replace('"kind": "snapshot"', '"kind": "mystery"'), "m.json")
+
+
+class _FullDisk(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow.fs is untyped
+    """The local filesystem, except that a Parquet file takes ``room`` bytes and then fails as a full
+    disk does: the fault a write in the writer's thread must report (a real disk cannot be filled here)."""
+
+    def __init__(self, room: int) -> None:
+        self.local = pafs.LocalFileSystem()
+        self.room = room
+
+    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        if not path.endswith(".parquet"):
+            return self.local.open_output_stream(path)
+        return pa.PythonFile(_FillingFile(open(path, "wb"), self.room), mode="w")  # the stream closes it
+
+    def get_type_name(self) -> str:
+        return "full-disk"
+
+    def equals(self, other: Any) -> bool:
+        return self is other
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return list(self.local.get_file_info(paths))
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        return list(self.local.get_file_info(selector))
+
+    def create_dir(self, path: str, recursive: bool) -> None:
+        self.local.create_dir(path, recursive=recursive)
+
+    def delete_dir(self, path: str) -> None:
+        self.local.delete_dir(path)
+
+    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
+        self.local.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+    def delete_root_dir_contents(self) -> None:
+        raise OSError("not here")
+
+    def delete_file(self, path: str) -> None:
+        self.local.delete_file(path)
+
+    def move(self, src: str, dest: str) -> None:
+        self.local.move(src, dest)
+
+    def copy_file(self, src: str, dest: str) -> None:
+        self.local.copy_file(src, dest)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        return self.local.open_input_stream(path)
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        return self.local.open_input_file(path)
+
+    def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        return self.local.open_append_stream(path)
+
+
+class _FillingFile(io.RawIOBase):
+    def __init__(self, file: io.BufferedWriter, room: int) -> None:
+        self.file, self.room = file, room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+def test_a_row_group_the_writing_thread_cannot_write_fails_the_window_and_discard_leaves_no_trace(
+    tmp_path: Path,
+) -> None:
+    staging = Staging(str(tmp_path), "p")
+    staging._opened = (pafs.PyFileSystem(_FullDisk(room=2_000)), staging.root)
+    writer = WindowStagingWriter(staging, 1, row_group_rows=1_000)
+    assert writer.background_writes
+    with pytest.raises(StagingWriteError, match=r"cannot write .*\.parquet: .*No space left on device"):
+        for position in range(5_000):  # the first row groups go to the thread; its error comes back
+            row = (position, None, None, "c", "u:1", cdc_seq(1, position), None)
+            writer.add("db", "t", 1, SCHEMA, row, "c", position)
+        writer.finish()
+    writer.discard()
+    assert writer._writing is None
+    assert not list((tmp_path / "p" / "windows" / "_tmp").iterdir())
+    assert staging.read_window_manifest(1) is None
