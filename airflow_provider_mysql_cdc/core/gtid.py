@@ -357,8 +357,8 @@ class GtidSet:
 
 
 #: ``@@GLOBAL.gtid_owned`` gives each GTID its owner thread (``uuid:5#14:4#13``); a thread id runs
-#: straight into the next source's UUID (``uuid:3#12<uuid>:tg:1#15``, MySQL 8.4 and 9.x print no comma).
-_OWNER_BEFORE_SOURCE = re.compile(r"#[0-9]+?(?=[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-)")
+#: straight into the next source's UUID (``uuid:3#12<uuid>:tg:1#15``: MySQL 9.7 prints no comma there).
+_OWNER_BEFORE_SOURCE = re.compile(rf"#[0-9]+?(?={_UUID.pattern})")
 _OWNER = re.compile(r"#[0-9]+(?=\s*(?:[:,]|$))")
 
 
