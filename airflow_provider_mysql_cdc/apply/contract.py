@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from airflow_provider_mysql_cdc.apply.partitioning import parse_partitioning
 from airflow_provider_mysql_cdc.apply.plan import target_table
 from airflow_provider_mysql_cdc.core.lineage import identifier_parts
 from airflow_provider_mysql_cdc.core.schema_events import SCHEMA_CHANGE_REBUILD, require_schema_change_policy
@@ -108,9 +109,14 @@ class ApplySpec:
     parallel_tables: int = 4
     #: Where the job writes its :class:`ApplyReport` (a pyarrow filesystem URI); nothing when empty.
     report_uri: str = ""
+    #: ``db.table`` patterns -> the targets' Iceberg partition fields (``bucket(16, id)``, ``days(created)``;
+    #: see :mod:`~airflow_provider_mysql_cdc.apply.partitioning`); a table no pattern names keeps its target's.
+    partitioning: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "history", tuple(self.history))
+        parse_partitioning(self.partitioning)  # a field written wrong fails here, before any Spark
+        object.__setattr__(self, "partitioning", {str(k): list(v) for k, v in dict(self.partitioning).items()})
         if not 1 <= self.first_window <= self.last_window:
             raise ConfigurationError(f"windows {self.first_window}..{self.last_window} are not a valid range")
         require_schema_change_policy(self.schema_change_policy)

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,15 @@ from airflow_provider_mysql_cdc.apply.merge_sql import (
     merge_update_value,
 )
 from airflow_provider_mysql_cdc.apply.multiset import MultisetSql, identity_columns
+from airflow_provider_mysql_cdc.apply.partitioning import (
+    PartitionField,
+    configured_fields,
+    evolution_statements,
+    field_of_iceberg,
+    fields_that_fit,
+    partition_clause,
+    require_columns,
+)
 from airflow_provider_mysql_cdc.apply.plan import (
     AppliedState,
     ApplyWindow,
@@ -75,6 +84,7 @@ from airflow_provider_mysql_cdc.core.staging import (
     StagingManifest,
 )
 from airflow_provider_mysql_cdc.errors import (
+    ConfigurationError,
     CorruptStagingError,
     MySqlCdcError,
     RebuildPendingError,
@@ -357,6 +367,8 @@ class TableApplier:
                 self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
             properties = self._table_properties()
             partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})" if changelog else ""
+            wanted = None if changelog else self._configured_partitioning(lambda: dict(columns))
+            partition = partition_clause(wanted) if wanted else partition
             ddl = ", ".join(f"{quote(c)} {t}" for c, t in columns)
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {name} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({properties})"
@@ -379,6 +391,37 @@ class TableApplier:
             log.info("%s: %s", self.table_name, statement)
             self.spark.sql(statement)
             self.report.schema_changes.append(statement)
+        wanted = None if changelog else self._configured_partitioning(lambda: dict(self._columns(name)))
+        if wanted is not None:
+            for statement in evolution_statements(name, self._partition_fields(name), wanted):
+                log.info("%s: %s", self.table_name, statement)
+                self.spark.sql(statement)
+                self.report.schema_changes.append(statement)
+
+    def _configured_partitioning(
+        self, column_types: Callable[[], Mapping[str, str]]
+    ) -> tuple[PartitionField, ...] | None:
+        """The target's partition fields as the pipeline's setting gives them (checked against the
+        target's columns, asked for only then), or None when the setting does not name the table."""
+        try:
+            wanted = configured_fields(self.config.partitioning, self.table_name)
+            if wanted is not None:
+                require_columns(self.table_name, wanted, column_types())
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"pipeline {self.config.pipeline!r}: {exc}") from None
+        return wanted
+
+    def _partition_fields(self, name: str) -> list[PartitionField]:
+        """The current partition fields of the target ``name`` (dropped ones left out)."""
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+        schema = table.schema()
+        fields = [
+            field_of_iceberg(str(f.transform().toString()), str(schema.findColumnName(f.sourceId())))
+            for f in table.spec().fields()
+        ]
+        return [f for f in fields if f is not None]
 
     def _ddl_context(self, step: TableStep) -> str:
         """The DDL statements of the step's window that name the table, with their GTIDs."""
@@ -597,13 +640,17 @@ class TableApplier:
         from pyspark.sql import functions as F
 
         columns = [c for c in source.columns if c not in (OP_COLUMN, PARTIAL_COLUMN)]
+        types = {f.name: f.dataType.simpleString() for f in source.schema.fields if f.name in columns}
+        wanted = self._configured_partitioning(lambda: types)
+        if wanted is None:  # the setting does not name the table: the new table keeps the old one's fields
+            wanted = fields_that_fit(self._partition_fields(self.target), types)
         view = self._view_name("cdc_replace")
         source.where(F.col(OP_COLUMN) != F.lit("d")).select(
             *[F.col(quote(c)) for c in columns]
         ).createOrReplaceTempView(view)
         statement = (
-            f"CREATE OR REPLACE TABLE {self.target} USING iceberg TBLPROPERTIES ({self._table_properties()}) "
-            f"AS SELECT * FROM {view}"
+            f"CREATE OR REPLACE TABLE {self.target} USING iceberg{partition_clause(wanted)} "
+            f"TBLPROPERTIES ({self._table_properties()}) AS SELECT * FROM {view}"
         )
         log.info("%s: %s replaces %s", self.table_name, step.describe(), self.target)
         try:

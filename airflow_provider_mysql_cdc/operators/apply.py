@@ -19,6 +19,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, AssetAlias, BaseHook, Connection, Context
 
 from airflow_provider_mysql_cdc.apply.contract import ApplyReport, ApplySpec
+from airflow_provider_mysql_cdc.apply.partitioning import parse_partitioning
 from airflow_provider_mysql_cdc.core.freshness import freshness, newest_commit, rows_by_op
 from airflow_provider_mysql_cdc.core.headroom import HEADROOM_XCOM_KEY
 from airflow_provider_mysql_cdc.core.lineage import (
@@ -336,6 +337,12 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         The template's dots separate namespace levels; a name filled in is never split (MySQL's ``t.x``
         is the Iceberg table ``t.x``).
     :param history: ``db.table`` patterns whose changes are also appended to a changelog table.
+    :param partitioning: ``db.table`` patterns (fnmatch) -> the Iceberg partition fields of their targets,
+        written as in ``PARTITIONED BY``: a column, ``bucket(N, column)``, ``truncate(W, column)``,
+        ``years``/``months``/``days``/``hours(column)``; e.g. ``{"shop.orders": ["days(created_at)"]}``. A
+        target the apply creates or replaces gets them; an existing target whose fields differ is evolved to
+        them at its next apply that writes (files already written keep their layout). A table no pattern
+        names keeps its target's partitioning (none when the apply creates it).
     :param drop_dropped_columns: drop target columns dropped in MySQL (default: keep them, NULL).
     :param schema_change_policy: a table whose window holds a change its target cannot follow exactly
         (a retype that may change values, a key change, a renamed table, ...): ``rebuild`` (default; it
@@ -417,6 +424,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         catalog_conf: Mapping[str, str] | None = None,
         target_template: str = ApplySpec.target_template,
         history: Sequence[str] = ApplySpec.history,
+        partitioning: Mapping[str, Sequence[str]] | None = None,
         history_suffix: str = ApplySpec.history_suffix,
         drop_dropped_columns: bool = ApplySpec.drop_dropped_columns,
         schema_change_policy: str = ApplySpec.schema_change_policy,
@@ -467,6 +475,8 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         self.catalog_conf = dict(catalog_conf or {})
         self.target_template = target_template
         self.history = tuple(history)
+        self.partitioning = {pattern: list(fields) for pattern, fields in dict(partitioning or {}).items()}
+        parse_partitioning(self.partitioning)  # written wrong: the DAG fails to parse, naming the field
         self.history_suffix = history_suffix
         self.drop_dropped_columns = drop_dropped_columns
         self.schema_change_policy = schema_change_policy
@@ -493,6 +503,7 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
             catalog=self.catalog,
             target_template=self.target_template,
             history=tuple(self.history),
+            partitioning=self.partitioning,
             history_suffix=self.history_suffix,
             drop_dropped_columns=self.drop_dropped_columns,
             schema_change_policy=self.schema_change_policy,

@@ -242,3 +242,20 @@ def test_catalog_properties_are_rendered_when_the_task_runs() -> None:
         assert "catalog_conf" in operator.template_fields
         operator.render_template_fields(context)  # type: ignore[arg-type]
         assert operator.catalog_conf["jdbc.password"] == "pw-from-connection", type(operator).__name__
+
+
+def test_the_partitioning_setting_reaches_the_spec_and_a_wrong_field_fails_the_dag() -> None:
+    setting = {"shop.orders": ["days(created_at)", "bucket(8, id)"]}
+    operator = SparkApplyOperator(
+        task_id="apply", pipeline="p", staging_uri="/s", windows=1, warehouse="/w", partitioning=setting
+    )
+    assert operator.apply_spec("").partitioning == setting
+    with pytest.raises(ConfigurationError, match=r"partition field 'bucket\(id\)' is not one of"):
+        SparkApplyOperator(
+            task_id="apply",
+            pipeline="p",
+            staging_uri="/s",
+            windows=1,
+            warehouse="/w",
+            partitioning={"shop.t": ["bucket(id)"]},
+        )

@@ -1,0 +1,155 @@
+"""The apply's ``partitioning`` setting against real parts: MySQL windows, Spark's MERGE into Iceberg,
+and pyiceberg (the independent reader) for the tables' rows and partition specs.
+
+A configured target is created partitioned, evolved when the setting changes and re-created with the
+setting's fields; a target the setting does not name keeps its own; a field the table cannot take
+stops that table with a named error and the next apply with a correct setting takes the windows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from airflow_provider_mysql_cdc.apply.spark_job import run_apply
+from airflow_provider_mysql_cdc.core.windows import TableSelection
+from tests.exactness.comparison import compare_table
+from tests.exactness.iceberg_reader import current_metadata_file, table_directory
+from tests.integration.snapshot_pipeline import SnapshotPipeline
+from tests.integration.test_apply import apply, config
+from tests.mysql_servers import MySqlTestServer
+from tests.spark_session import CATALOG
+
+pytestmark = [pytest.mark.mysql, pytest.mark.spark]
+
+DB = "apply_parts"
+
+
+def _static(warehouse: Path, table: str) -> Any:
+    from pyiceberg.table import StaticTable
+
+    metadata = current_metadata_file(table_directory(warehouse, DB, table))
+    assert metadata is not None, f"{DB}.{table} has no Iceberg table"
+    return StaticTable.from_metadata(str(metadata))
+
+
+def spec_fields(warehouse: Path, table: str) -> list[tuple[str, str]]:
+    """The table's current partition fields, as pyiceberg reads them: (transform, source column)."""
+    static = _static(warehouse, table)
+    schema = static.schema()
+    return [(str(f.transform), schema.find_column_name(f.source_id)) for f in static.spec().fields]
+
+
+def newest_files_spec_ids(warehouse: Path, table: str) -> set[int]:
+    """The partition spec ids of the data files the table's newest commit added."""
+    static = _static(warehouse, table)
+    snapshot = static.current_snapshot()
+    assert snapshot is not None
+    files = static.inspect.files().to_pylist()
+    added = {  # status 1: ADDED
+        entry["data_file"]["file_path"]
+        for entry in static.inspect.entries().to_pylist()
+        if entry["snapshot_id"] == snapshot.snapshot_id and entry["status"] == 1
+    }
+    assert added, "the newest commit added no file"
+    return {int(f["spec_id"]) for f in files if f["file_path"] in added and f["content"] == 0}
+
+
+def _equal(server: MySqlTestServer, warehouse: Path, *tables: str) -> None:
+    for table in tables:
+        comparison = compare_table(server, warehouse, DB, table)
+        assert comparison.equal, comparison.describe()
+
+
+def test_configured_targets_are_created_evolved_and_recreated_partitioned_and_stay_equal(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    warehouse = Path(str(spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse")))
+    events = (
+        "CREATE TABLE {db}.events "
+        "(id BIGINT PRIMARY KEY, created DATETIME(6) NOT NULL, kind VARCHAR(10), amount DECIMAL(10,2))"
+    )
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {DB}",
+        f"CREATE DATABASE {DB}",
+        events.format(db=DB),
+        f"CREATE TABLE {DB}.plain (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {DB}.events VALUES "
+        + ", ".join(
+            f"({i}, '2026-11-{1 + i % 20:02d} 0{i % 10}:00:00.{i:06d}', 'k{i % 6}', {i}.5)" for i in range(1, 201)
+        ),
+        f"INSERT INTO {DB}.plain VALUES " + ", ".join(f"({i}, {i * 3})" for i in range(1, 21)),
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "parts", TableSelection.of(f"{DB}.*"), chunk_rows=80)
+    pipeline.snapshot("run-1")
+
+    # Window 1: the targets are created: events as the pattern says, plain unpartitioned.
+    mysql_server.execute(
+        f"INSERT INTO {DB}.events VALUES (500, '2026-12-01 10:00:00', 'new', 1.00), "
+        "(501, '2025-01-01 00:00:00', NULL, NULL)",
+        f"UPDATE {DB}.events SET amount = amount * 2, created = '2026-10-10 10:10:10' WHERE id BETWEEN 10 AND 40",
+        f"DELETE FROM {DB}.events WHERE id BETWEEN 100 AND 120",
+        f"UPDATE {DB}.plain SET v = -v WHERE id < 5",
+    )
+    assert pipeline.capture("run-1").window_id == 1
+    first = {"apply_parts.ev*": ["bucket(4, id)", "days(created)"]}
+    apply(spark, pipeline, 1, partitioning=first)
+    assert spec_fields(warehouse, "events") == [("bucket[4]", "id"), ("day", "created")]
+    assert spec_fields(warehouse, "plain") == []
+    _equal(mysql_server, warehouse, "events", "plain")
+
+    # Window 2, the setting changed: the target is evolved, and the window's files have the new spec.
+    mysql_server.execute(
+        f"UPDATE {DB}.events SET kind = 'moved' WHERE id % 9 = 0",
+        f"INSERT INTO {DB}.events VALUES (600, '2026-12-02 12:00:00', 'k1', 6.00)",
+        f"DELETE FROM {DB}.events WHERE id = 500",
+    )
+    assert pipeline.capture("run-2").window_id == 2
+    report = apply(spark, pipeline, 2, partitioning={"apply_parts.events": ["truncate(2, kind)"]})
+    changes = report.tables[f"{DB}.events"].schema_changes
+    assert any("DROP PARTITION FIELD bucket(4, `id`)" in s for s in changes), changes
+    assert any("ADD PARTITION FIELD truncate(2, `kind`)" in s for s in changes), changes
+    assert spec_fields(warehouse, "events") == [("truncate[2]", "kind")]
+    current_spec = _static(warehouse, "events").spec().spec_id
+    assert newest_files_spec_ids(warehouse, "events") == {current_spec}
+    _equal(mysql_server, warehouse, "events", "plain")
+
+    # Window 3: both tables dropped and re-created in MySQL, so both targets are replaced in one commit.
+    # events takes the setting's fields; plain, which the setting does not name, keeps the field given
+    # to it by hand.
+    spark.sql(f"ALTER TABLE {CATALOG}.{DB}.plain ADD PARTITION FIELD bucket(2, id)")
+    mysql_server.execute(
+        f"DROP TABLE {DB}.events",
+        events.format(db=DB),
+        f"INSERT INTO {DB}.events VALUES (1, '2026-01-01 00:00:00', 'again', 1.00), "
+        "(2, '2026-01-02 00:00:00', 'a', NULL)",
+        f"DROP TABLE {DB}.plain",
+        f"CREATE TABLE {DB}.plain (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {DB}.plain VALUES (7, 70)",
+    )
+    assert pipeline.capture("run-3").window_id == 3
+    report = apply(spark, pipeline, 3, partitioning={"apply_parts.events": ["truncate(2, kind)"]})
+    assert any("replaced" in s for s in report.tables[f"{DB}.events"].schema_changes), report.tables
+    assert spec_fields(warehouse, "events") == [("truncate[2]", "kind")]
+    assert spec_fields(warehouse, "plain") == [("bucket[2]", "id")]
+    _equal(mysql_server, warehouse, "events", "plain")
+
+    # Window 4 with a field the table cannot take: events stops with the named error, plain is applied.
+    mysql_server.execute(f"INSERT INTO {DB}.events VALUES (3, '2026-01-03 00:00:00', 'b', 3.00)")
+    mysql_server.execute(f"UPDATE {DB}.plain SET v = 71")
+    assert pipeline.capture("run-4").window_id == 4
+    wrong = run_apply(spark, config(pipeline, 4, partitioning={"apply_parts.events": ["days(kind)"]}))
+    assert wrong.failed == [f"{DB}.events"], wrong.tables
+    error = wrong.tables[f"{DB}.events"]
+    assert error.error_class == "ConfigurationError"
+    assert "pipeline 'parts'" in error.error and "days(`kind`)" in error.error and "string" in error.error
+    _equal(mysql_server, warehouse, "plain")
+    assert compare_table(mysql_server, warehouse, DB, "events").only_mysql  # the window is not in it yet
+
+    # The setting corrected: the next apply takes the window, nothing was lost.
+    apply(spark, pipeline, 4, partitioning={"apply_parts.events": ["months(created)", "kind"]})
+    assert spec_fields(warehouse, "events") == [("month", "created"), ("identity", "kind")]
+    _equal(mysql_server, warehouse, "events", "plain")
