@@ -5,6 +5,7 @@ Environment for Airflow and Spark is set here, before any test module imports Ai
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -118,10 +119,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     yield from iceberg_session(tmp_path_factory.mktemp("iceberg-warehouse"), tmp_path_factory.mktemp("spark-warehouse"))
 
 
-@pytest.fixture
-def service_folder() -> Iterator[Path]:
+@contextlib.contextmanager
+def _services_folder() -> Iterator[Path]:
     """A folder for warm Spark services, short (a Unix socket's path holds at most 107 bytes; pytest's
-    are long); the services left in it (a test that failed half-way) are stopped afterwards."""
+    are long); the services left in it are stopped afterwards."""
     from airflow_provider_mysql_cdc.apply.warm_service import stop_services
 
     folder = Path(tempfile.mkdtemp(prefix="cdc-warm-"))
@@ -134,13 +135,42 @@ def service_folder() -> Iterator[Path]:
 
 
 @pytest.fixture
-def warm_spark(monkeypatch: pytest.MonkeyPatch, service_folder: Path) -> Path:
-    """The example DAG's apply and verify keep their Spark drivers warm between this test's runs
-    (``MYSQL_CDC_WARM_SPARK_SECONDS``), in the test's own :func:`service_folder`
-    (``MYSQL_CDC_WARM_SPARK_FOLDER``), which is returned."""
+def service_folder() -> Iterator[Path]:
+    """A test's own folder for warm Spark services (those left in it, by a test that failed half-way,
+    are stopped afterwards)."""
+    with _services_folder() as folder:
+        yield folder
+
+
+@pytest.fixture(scope="session")
+def worker_service_folder() -> Iterator[Path]:
+    """The warm Spark services of this worker's example DAG tests (see :func:`warm_spark`), stopped when
+    the worker ends."""
+    with _services_folder() as folder:
+        yield folder
+
+
+def _warm(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Path:
     monkeypatch.setenv("MYSQL_CDC_WARM_SPARK_SECONDS", "600")
-    monkeypatch.setenv("MYSQL_CDC_WARM_SPARK_FOLDER", str(service_folder))
-    return service_folder
+    monkeypatch.setenv("MYSQL_CDC_WARM_SPARK_FOLDER", str(folder))
+    return folder
+
+
+@pytest.fixture
+def warm_spark(monkeypatch: pytest.MonkeyPatch, worker_service_folder: Path) -> Path:
+    """The example DAG's apply and verify keep their Spark drivers warm between runs
+    (``MYSQL_CDC_WARM_SPARK_SECONDS``) in the worker's :func:`worker_service_folder`
+    (``MYSQL_CDC_WARM_SPARK_FOLDER``), which is returned: the tests of one worker that run the DAG with
+    the same Spark command line (master, jars, catalog) share one apply and one verify driver, as the
+    runs of one deployment do. A test about the cold path (spark-submit, a verify process per run) does
+    not take this fixture."""
+    return _warm(monkeypatch, worker_service_folder)
+
+
+@pytest.fixture
+def own_warm_spark(monkeypatch: pytest.MonkeyPatch, service_folder: Path) -> Path:
+    """As :func:`warm_spark`, in the test's own folder: for a test that counts the services it started."""
+    return _warm(monkeypatch, service_folder)
 
 
 #: The test modules that take minutes, longest first (from ``--durations``). They run before the others so

@@ -98,7 +98,12 @@ UNMAPPED_TASKS = ("preflight", "purge_headroom", "snapshot_plan", "capture", "ap
 @pytest.mark.mysql
 @pytest.mark.spark
 def test_example_dag_captures_and_applies_consecutive_windows(
-    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
+    airflow_home: Path,
+    mysql_server: MySqlTestServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    spark: Any,
+    warm_spark: Path,
 ) -> None:
     _forget_earlier_runs()
     mysql_server.execute(
@@ -348,7 +353,7 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     spark: Any,
-    warm_spark: Path,
+    own_warm_spark: Path,
 ) -> None:
     """Runs over consecutive past intervals (a backfill, in order) each hold exactly the transactions
     committed in their interval; running a past run again (a clear) re-captures its identical window and
@@ -452,7 +457,7 @@ def test_data_interval_runs_backfill_clear_assets_and_intervals_before_the_pipel
         assert _xcom(early, "apply")["tables"] == {}
     assert len(metadata_store(None).list_windows("dagint")) == windows_before
     # One warm service of the apply and one of the verify served every run.
-    assert len(list(warm_spark.glob("*.sock"))) == 2, sorted(path.name for path in warm_spark.iterdir())
+    assert len(list(own_warm_spark.glob("*.sock"))) == 2, sorted(path.name for path in own_warm_spark.iterdir())
 
 
 @pytest.mark.mysql

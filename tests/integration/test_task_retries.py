@@ -91,7 +91,12 @@ def test_terminal_errors_fail_at_once_and_transient_ones_are_retried(
 @pytest.mark.mysql
 @pytest.mark.spark
 def test_a_run_after_a_failed_run_goes_on_and_ends(
-    airflow_home: Path, mysql_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
+    airflow_home: Path,
+    mysql_server: MySqlTestServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    spark: Any,
+    warm_spark: Path,
 ) -> None:
     _forget_earlier_runs()
     mysql_server.execute(

@@ -437,7 +437,12 @@ def assert_capture_refuses(server: MySqlTestServer, airflow_home: Path, tmp_path
 @pytest.mark.airflow
 @pytest.mark.spark
 def test_purged_binlog_fails_sensor_and_capture_and_the_documented_resnapshot_restores_equality(
-    airflow_home: Path, faults_server: MySqlTestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: Any
+    airflow_home: Path,
+    faults_server: MySqlTestServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    spark: Any,
+    warm_spark: Path,
 ) -> None:
     from airflow_provider_mysql_cdc.apply.verify import compare_with_mysql
     from airflow_provider_mysql_cdc.core.headroom import RESNAPSHOT_EXAMPLE, HeadroomStatus
