@@ -64,6 +64,21 @@ def _equal(server: MySqlTestServer, warehouse: Path, *tables: str) -> None:
         assert comparison.equal, comparison.describe()
 
 
+def _a_scan_of_one_day_plans_only_its_files(server: MySqlTestServer, warehouse: Path) -> None:
+    """What a reader gains: pyiceberg's scan of one day of ``events`` plans a tenth of its files or
+    fewer, and reads that day's rows."""
+    from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+
+    static = _static(warehouse, "events")
+    one_day = And(GreaterThanOrEqual("created", "2026-11-05T00:00:00"), LessThan("created", "2026-11-06T00:00:00"))
+    every_file = {task.file.file_path for task in static.scan().plan_files()}
+    day_files = {task.file.file_path for task in static.scan(row_filter=one_day).plan_files()}
+    assert day_files and len(day_files) * 10 < len(every_file), (len(day_files), len(every_file))
+    day_rows = static.scan(row_filter=one_day).to_arrow().to_pylist()
+    expected = server.execute(f"SELECT COUNT(*) FROM {DB}.events WHERE DATE(created) = '2026-11-05'")[0][0]
+    assert len(day_rows) == expected > 0
+
+
 def test_configured_targets_are_created_evolved_and_recreated_partitioned_and_stay_equal(
     spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
 ) -> None:
@@ -100,6 +115,7 @@ def test_configured_targets_are_created_evolved_and_recreated_partitioned_and_st
     assert spec_fields(warehouse, "events") == [("bucket[4]", "id"), ("day", "created")]
     assert spec_fields(warehouse, "plain") == []
     _equal(mysql_server, warehouse, "events", "plain")
+    _a_scan_of_one_day_plans_only_its_files(mysql_server, warehouse)
 
     # Window 2, the setting changed: the target is evolved, and the window's files have the new spec.
     mysql_server.execute(
