@@ -3,7 +3,7 @@
 A pipeline's setting maps ``db.table`` patterns (fnmatch, as ``history``) to Iceberg partition fields
 written as in Spark SQL's ``PARTITIONED BY``: a column (identity), ``bucket(N, column)``,
 ``truncate(W, column)``, ``years(column)``, ``months(column)``, ``days(column)`` or ``hours(column)``.
-A target the apply creates, or replaces in one commit (a TRUNCATE, a re-created table, a re-loaded
+A target the apply creates, or replaces in one commit (a table re-created in MySQL, a re-loaded
 snapshot), gets those fields; an existing target whose fields differ is evolved to them (``ALTER TABLE
 ... DROP/ADD PARTITION FIELD``: metadata only, files already written keep their layout). A table no
 pattern names keeps whatever partitioning its target has (none when the apply creates it).
@@ -28,6 +28,7 @@ __all__ = [
     "evolution_statements",
     "field_of_iceberg",
     "fields_that_fit",
+    "parse_field",
     "parse_partitioning",
     "partition_clause",
     "require_columns",
@@ -43,6 +44,8 @@ _WIDTH_FUNCTIONS = ("bucket", "truncate")
 _TIME_FUNCTIONS = ("years", "months", "days", "hours")
 #: Iceberg's transform names (``Transform.toString()``) -> the Spark SQL function.
 _ICEBERG_TIME = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
+#: Spark types no partition field takes (Iceberg partitions by primitive values only).
+_NESTED = {"array", "map", "struct"}
 #: Spark types (``DataType.simpleString()``, without a decimal's precision) each transform takes.
 _INTEGRAL = {"tinyint", "smallint", "int", "bigint"}
 _TYPES_OF = {
@@ -149,13 +152,13 @@ def require_columns(table_name: str, fields: Sequence[PartitionField], column_ty
                 f"the partitioning of {table_name} names column {field.column!r}, which the table does not "
                 f"have (its columns: {', '.join(column_types)}); correct the apply's partitioning setting"
             )
-        type_name = column_types[field.column].split("(", 1)[0]
+        type_name = re.split(r"[(<]", column_types[field.column], maxsplit=1)[0]
         accepted = _TYPES_OF.get(field.transform)
-        if accepted is not None and type_name not in accepted:
+        if (accepted is not None and type_name not in accepted) or type_name in _NESTED:
+            wanted = ", ".join(sorted(accepted)) if accepted is not None else "other than array, map and struct"
             raise ConfigurationError(
-                f"the partitioning of {table_name}: {field.sql()} needs a column of type "
-                f"{', '.join(sorted(accepted))}; {field.column!r} is {column_types[field.column]}. Correct the "
-                "apply's partitioning setting"
+                f"the partitioning of {table_name}: {field.sql()} needs a column of type {wanted}; "
+                f"{field.column!r} is {column_types[field.column]}. Correct the apply's partitioning setting"
             )
 
 

@@ -94,6 +94,8 @@ def test_fields_must_name_columns_of_a_type_their_transform_takes() -> None:
         require_columns("shop.t", [parse_field("hours(day)")], types)
     with pytest.raises(ConfigurationError, match=r"bucket\(2, `f`\) needs a column of type"):
         require_columns("shop.t", [parse_field("bucket(2, f)")], types)
+    with pytest.raises(ConfigurationError, match=r"`v` needs a column of type other than array, map and struct"):
+        require_columns("shop.t", [parse_field("v")], {"v": "array<float>"})
     fields = [parse_field(t) for t in ("bucket(4, id)", "days(kind)", "gone")]
     assert fields_that_fit(fields, types) == (PartitionField("bucket", "id", 4),)
 
