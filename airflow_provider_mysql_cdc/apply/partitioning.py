@@ -147,32 +147,29 @@ def require_columns(table_name: str, fields: Sequence[PartitionField], column_ty
     """Refuse fields on a column the target does not have, or of a type their transform does not take
     (``column_types``: the target's columns and Spark types)."""
     for field in fields:
-        if field.column not in column_types:
+        refusal = _refusal(field, column_types)
+        if refusal is not None:
             raise ConfigurationError(
-                f"the partitioning of {table_name} names column {field.column!r}, which the table does not "
-                f"have (its columns: {', '.join(column_types)}); correct the apply's partitioning setting"
-            )
-        type_name = re.split(r"[(<]", column_types[field.column], maxsplit=1)[0]
-        accepted = _TYPES_OF.get(field.transform)
-        if (accepted is not None and type_name not in accepted) or type_name in _NESTED:
-            wanted = ", ".join(sorted(accepted)) if accepted is not None else "other than array, map and struct"
-            raise ConfigurationError(
-                f"the partitioning of {table_name}: {field.sql()} needs a column of type {wanted}; "
-                f"{field.column!r} is {column_types[field.column]}. Correct the apply's partitioning setting"
+                f"the partitioning of {table_name}{refusal}. Correct the apply's partitioning setting"
             )
 
 
 def fields_that_fit(fields: Sequence[PartitionField], column_types: Mapping[str, str]) -> tuple[PartitionField, ...]:
     """The fields :func:`require_columns` accepts for ``column_types`` (a re-created table keeps those of
     its old partitioning that still fit)."""
-    fitting = []
-    for field in fields:
-        try:
-            require_columns("", [field], column_types)
-        except ConfigurationError:
-            continue
-        fitting.append(field)
-    return tuple(fitting)
+    return tuple(field for field in fields if _refusal(field, column_types) is None)
+
+
+def _refusal(field: PartitionField, column_types: Mapping[str, str]) -> str | None:
+    """Why the target cannot take ``field`` (the end of :func:`require_columns`' message), or None."""
+    if field.column not in column_types:
+        return f" names column {field.column!r}, which the table does not have (its columns: {', '.join(column_types)})"
+    type_name = re.split(r"[(<]", column_types[field.column], maxsplit=1)[0]
+    accepted = _TYPES_OF.get(field.transform)
+    if (accepted is not None and type_name not in accepted) or type_name in _NESTED:
+        wanted = ", ".join(sorted(accepted)) if accepted is not None else "other than array, map and struct"
+        return f": {field.sql()} needs a column of type {wanted}; {field.column!r} is {column_types[field.column]}"
+    return None
 
 
 def field_of_iceberg(transform: str, column: str) -> PartitionField | None:

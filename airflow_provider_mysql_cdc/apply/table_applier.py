@@ -292,10 +292,11 @@ class TableApplier:
 
     # -- target -------------------------------------------------------------------------------------
 
-    def _iceberg_table(self) -> Any:
+    def _iceberg_table(self, name: str | None = None) -> Any:
+        """The Iceberg table ``name`` (default: the target) as the catalog has it cached (pinned)."""
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
-        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name or self.target)
 
     def _target_rows(self) -> int:
         """Records in the data files of the target's current snapshot (deleted rows included), as the
@@ -366,9 +367,10 @@ class TableApplier:
                 namespace = ".".join(quote(part) for part in identifier_parts(name)[:-1])
                 self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
             properties = self._table_properties()
-            partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})" if changelog else ""
-            wanted = None if changelog else self._configured_partitioning(lambda: dict(columns))
-            partition = partition_clause(wanted) if wanted else partition
+            if changelog:
+                partition = f" PARTITIONED BY ({quote(CHANGELOG_WINDOW_COLUMN)})"
+            else:
+                partition = partition_clause(self._configured_partitioning(lambda: dict(columns)) or ())
             ddl = ", ".join(f"{quote(c)} {t}" for c, t in columns)
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {name} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({properties})"
@@ -413,9 +415,7 @@ class TableApplier:
 
     def _partition_fields(self, name: str) -> list[PartitionField]:
         """The current partition fields of the target ``name`` (dropped ones left out)."""
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+        table = self._iceberg_table(name)
         schema = table.schema()
         fields = [
             field_of_iceberg(str(f.transform().toString()), str(schema.findColumnName(f.sourceId())))
