@@ -16,14 +16,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_provider_mysql_cdc.apply.plan import quote
 from airflow_provider_mysql_cdc.apply.schema_alignment import WindowTableChanges
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Spark types of key columns that may hold zero or invalid dates (staged NULL + text).
 TEMPORAL_TYPES = frozenset({"date", "timestamp", "timestamp_ntz"})
@@ -57,31 +58,28 @@ def read_versions(
         rows = read_staged(spark, paths_by_version[version])
         renames = (renames_by_version or {}).get(version)
         if renames is not None:
-            from pyspark.sql import functions as F
-
-            kept = [F.col(quote(name)).alias(renames[name]) for name in rows.columns if name in renames]
-            staging = [F.col(quote(name)) for name in rows.columns if name.startswith("_cdc_") and name not in renames]
-            rows = rows.select(*kept, *staging)
+            kept = [f"{quote(name)} AS {quote(renames[name])}" for name in rows.columns if name in renames]
+            staging = [quote(name) for name in rows.columns if name.startswith("_cdc_") and name not in renames]
             if PARTIAL_COLUMN in rows.columns:
-                rows = rows.withColumn(PARTIAL_COLUMN, renamed_partial_keys(F.col(PARTIAL_COLUMN), renames))
+                staging = [c for c in staging if c != quote(PARTIAL_COLUMN)]
+                staging.append(f"{renamed_partial_keys(PARTIAL_COLUMN, renames)} AS {PARTIAL_COLUMN}")
+            rows = rows.selectExpr(*kept, *staging)
         frame = rows if frame is None else frame.unionByName(rows, allowMissingColumns=True)
     return frame
 
 
-def renamed_partial_keys(partial: Column, renames: Mapping[str, str]) -> Column:
-    """A ``_cdc_partial`` map whose keys (a staged version's column names) are renamed by ``renames``.
-    Keys of columns whose identity is gone are dropped, so a column added later under a dropped
-    column's name is not taken for absent; a map left empty is NULL (the image is complete for every
-    column that still exists)."""
-    from pyspark.sql import functions as F
-
+def renamed_partial_keys(partial: str, renames: Mapping[str, str]) -> str:
+    """SQL of a ``_cdc_partial`` map (``partial``: its SQL) whose keys (a staged version's column names)
+    are renamed by ``renames``. Keys of columns whose identity is gone are dropped, so a column added
+    later under a dropped column's name is not taken for absent; a map left empty is NULL (the image is
+    complete for every column that still exists)."""
     if not renames:
-        return F.lit(None).cast("map<string,string>")
-    names = F.array(*[F.lit(name) for name in sorted(renames)])
-    mapping = F.create_map(*[F.lit(part) for pair in sorted(renames.items()) for part in pair])
-    kept = F.map_filter(partial, lambda key, _value: F.array_contains(names, key))
-    renamed = F.transform_keys(kept, lambda key, _value: F.element_at(mapping, key))
-    return F.when(F.size(renamed) > 0, renamed).otherwise(F.lit(None).cast("map<string,string>"))
+        return "CAST(NULL AS map<string,string>)"
+    names = ", ".join(sql_string(name) for name in sorted(renames))
+    mapping = ", ".join(f"{sql_string(old)}, {sql_string(new)}" for old, new in sorted(renames.items()))
+    kept = f"map_filter({partial}, (k, v) -> array_contains(array({names}), k))"
+    renamed = f"transform_keys({kept}, (k, v) -> element_at(map({mapping}), k))"
+    return f"CASE WHEN size({renamed}) > 0 THEN {renamed} ELSE CAST(NULL AS map<string,string>) END"
 
 
 def window_rows(frame: DataFrame, changes: WindowTableChanges) -> DataFrame:
@@ -112,23 +110,26 @@ def temporal_keys(frame: DataFrame, keys: Sequence[str]) -> list[str]:
     return [key for key in keys if types.get(key.lower()) in TEMPORAL_TYPES]
 
 
-def _invalid_text(alias: str | None, key: str) -> Column:
-    from pyspark.sql import functions as F
-
+def _invalid_text_sql(alias: str | None, key: str) -> str:
+    """SQL of the staged text of an invalid date in key column ``key`` (NULL when it holds none)."""
     prefix = f"{alias}." if alias else ""
-    return F.expr(f"try_element_at({prefix}{quote(INVALID_VALUES_COLUMN)}, {sql_string(key)})")
+    return f"try_element_at({prefix}{quote(INVALID_VALUES_COLUMN)}, {sql_string(key)})"
+
+
+def _key_partition(frame: DataFrame, keys: Sequence[str]) -> str:
+    """The SQL ``PARTITION BY`` list of one key: its columns and, for a temporal key column, the text
+    of an invalid date in it (two different invalid dates are two keys)."""
+    parts = [quote(k) for k in keys]
+    if INVALID_VALUES_COLUMN in frame.columns:
+        parts += [_invalid_text_sql(None, k) for k in temporal_keys(frame, keys)]
+    return ", ".join(parts)
 
 
 def last_change_per_key(frame: DataFrame, keys: Sequence[str]) -> DataFrame:
     """Each key's last change (highest ``_cdc_seq``); an invalid date's text is part of its key."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    partition = [F.col(quote(k)) for k in keys]
-    if INVALID_VALUES_COLUMN in frame.columns:
-        partition += [_invalid_text(None, k) for k in temporal_keys(frame, keys)]
-    latest = Window.partitionBy(*partition).orderBy(F.col(SEQ_COLUMN).desc())
-    return frame.withColumn("__cdc_rank", F.row_number().over(latest)).where("__cdc_rank = 1").drop("__cdc_rank")
+    columns = [quote(c) for c in frame.columns]
+    latest = f"row_number() OVER (PARTITION BY {_key_partition(frame, keys)} ORDER BY {SEQ_COLUMN} DESC)"
+    return frame.selectExpr(*columns, f"{latest} AS __cdc_rank").where("__cdc_rank = 1").selectExpr(*columns)
 
 
 def key_match(keys: Sequence[str], temporal: Sequence[str], target: str = "t", source: str = "s") -> str:
@@ -165,66 +166,92 @@ def fold_partial_rows(frame: DataFrame, keys: Sequence[str], json_columns: Seque
     each column takes its value from the last row since the base that has it; JSON diffs staged after
     that value are applied to it in order. A column that no row since the base has (and no base) stays
     marked in ``_cdc_partial``: the MERGE keeps the target's value (and applies the JSON diffs staged
-    for it, see :func:`apply_pending_json_diffs`)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    for it, see :func:`apply_pending_json_diffs`).
 
-    partition = [F.col(quote(k)) for k in keys]
-    if INVALID_VALUES_COLUMN in frame.columns:
-        partition += [_invalid_text(None, k) for k in temporal_keys(frame, keys)]
-    partial = F.col(PARTIAL_COLUMN)
-    is_base = F.col(OP_COLUMN).isin("c", "d") | partial.isNull()
-    whole_key = Window.partitionBy(*partition)
-    frame = frame.withColumn("__cdc_base", F.max(F.when(is_base, F.col(SEQ_COLUMN))).over(whole_key))
-    frame = frame.where(F.col("__cdc_base").isNull() | (F.col(SEQ_COLUMN) >= F.col("__cdc_base")))
-    ordered = whole_key.orderBy(F.col(SEQ_COLUMN)).rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    columns = [c for c in frame.columns if not c.startswith("_cdc_") and c != "__cdc_base"]
-    # Each column's last value, then its folded value, each added in one projection: a withColumn per
-    # column re-analyzes the whole growing plan, which cost a wide table's window seconds of planning.
-    lasts = {}
-    values = {}
-    still_absent = []
+    The plan is built from SQL text (:func:`fold_sql`), a few calls for the whole table: built column by
+    column through the DataFrame API, a 120-column table's fold took thousands of calls into the JVM and
+    seconds before Spark ran anything."""
+    if json_columns:
+        from pyspark.sql.types import StringType
+
+        frame.sparkSession.udf.register(JSON_DIFF_FUNCTION, _apply_staged_diffs, StringType())
+    columns = [c for c in frame.columns if not c.startswith("_cdc_")]
+    staging = [c for c in frame.columns if c.startswith("_cdc_") and c != PARTIAL_COLUMN]
+    fold = fold_sql(columns, [c for c in json_columns if c in columns], _key_partition(frame, keys))
+    everything = [quote(c) for c in frame.columns]
+    since_base = frame.selectExpr(*everything, f"{fold.base} AS __cdc_base").where(
+        f"__cdc_base IS NULL OR {SEQ_COLUMN} >= __cdc_base"
+    )
+    with_lasts = since_base.selectExpr(*everything, *fold.lasts)
+    last_rows = with_lasts.selectExpr("*", f"{fold.rank} AS __cdc_rank").where("__cdc_rank = 1")
+    return last_rows.selectExpr(
+        *fold.values, *[quote(c) for c in staging], f"CAST({fold.partial} AS map<string,string>) AS {PARTIAL_COLUMN}"
+    )
+
+
+#: The Spark SQL function (a Python UDF, registered by :func:`fold_partial_rows`) that applies staged
+#: JSON diff lists to a document: ``(text, array<string>) -> text``.
+JSON_DIFF_FUNCTION = "cdc_apply_staged_json_diffs"
+
+
+@dataclass(frozen=True)
+class FoldSql:
+    """The SQL expressions of :func:`fold_partial_rows` (pure: tested without Spark)."""
+
+    #: The key's base: the ``_cdc_seq`` of its last complete change (NULL when it has none).
+    base: str
+    #: Per column, over the key's rows since the base: the last (seq, value) that has the column
+    #: (``__cdc_last_<c>``) and, for a JSON column, every staged diff list (``__cdc_diffs_<c>``).
+    lasts: list[str]
+    #: The rank of a key's rows, last change first.
+    rank: str
+    #: Per column, its folded value under its own name.
+    values: list[str]
+    #: The folded ``_cdc_partial``: the columns no row since the base has, with the diffs still to apply.
+    partial: str
+
+
+def fold_sql(columns: Sequence[str], json_columns: Sequence[str], partition: str) -> FoldSql:
+    """The expressions that fold partial row images of ``columns`` per key (``partition``: the key's SQL
+    ``PARTITION BY`` list); ``json_columns`` hold JSON documents, whose staged diffs are applied."""
+    by_key = f"PARTITION BY {partition}"
+    ordered = f"({by_key} ORDER BY {SEQ_COLUMN} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+    is_base = f"{OP_COLUMN} IN ('c', 'd') OR {PARTIAL_COLUMN} IS NULL"
+    lasts, values, still_absent = [], [], []
     for column in columns:
         name = sql_string(column)
-        present = partial.isNull() | ~F.expr(f"map_contains_key({PARTIAL_COLUMN}, {name})")
-        seq_and_value = F.struct(F.col(SEQ_COLUMN).alias("seq"), F.col(quote(column)).alias("v"))
-        lasts[f"__cdc_last_{column}"] = F.last(F.when(present, seq_and_value), ignorenulls=True).over(ordered)
-        last = F.col(quote(f"__cdc_last_{column}"))
-        value = last.getField("v")
+        present = f"({PARTIAL_COLUMN} IS NULL OR NOT map_contains_key({PARTIAL_COLUMN}, {name}))"
+        last = quote(f"__cdc_last_{column}")
+        seq_and_value = f"named_struct('seq', {SEQ_COLUMN}, 'v', {quote(column)})"
+        lasts.append(f"last(CASE WHEN {present} THEN {seq_and_value} END, true) OVER {ordered} AS {last}")
+        value = f"{last}.v"
         if column in json_columns:
-            diffs = F.collect_list(
-                F.when(
-                    ~present & (F.expr(f"{PARTIAL_COLUMN}[{name}]") != F.lit("")),
-                    F.struct(F.col(SEQ_COLUMN).alias("seq"), F.expr(f"{PARTIAL_COLUMN}[{name}]").alias("diffs")),
-                )
-            ).over(ordered)
-            after = F.filter(diffs, _staged_after(last.getField("seq")))
-            pending = F.transform(F.array_sort(after), lambda d: d["diffs"])
-            has_value = last.isNotNull()
-            value = F.when(has_value & (F.size(pending) > 0), _json_diff_udf()(value, pending)).otherwise(value)
+            staged = f"{PARTIAL_COLUMN}[{name}]"
+            staged_diff = f"named_struct('seq', {SEQ_COLUMN}, 'diffs', {staged})"
+            diff = f"CASE WHEN NOT {present} AND {staged} != '' THEN {staged_diff} END"
+            diffs = quote(f"__cdc_diffs_{column}")
+            lasts.append(f"collect_list({diff}) OVER {ordered} AS {diffs}")
+            # The diffs staged after the column's last value (all of them when it has none), in order.
+            after = f"filter({diffs}, d -> coalesce(d.seq > {last}.seq, true))"
+            pending = f"transform(array_sort({after}), d -> d.diffs)"
+            value = (
+                f"CASE WHEN {last} IS NOT NULL AND size({pending}) > 0 "
+                f"THEN {JSON_DIFF_FUNCTION}({value}, {pending}) ELSE {value} END"
+            )
             # No value since the base: the diffs apply to the target's value (apply_pending_json_diffs).
-            kept = F.when(F.size(pending) > 0, F.to_json(pending)).otherwise(F.lit(""))
-            still_absent.append(F.when(~has_value, F.struct(F.lit(column).alias("k"), kept.alias("v"))))
+            kept = f"CASE WHEN size({pending}) > 0 THEN to_json({pending}) ELSE '' END"
+            still_absent.append(f"CASE WHEN {last} IS NULL THEN named_struct('k', {name}, 'v', {kept}) END")
         else:
-            still_absent.append(F.when(last.isNull(), F.struct(F.lit(column).alias("k"), F.lit("").alias("v"))))
-        values[f"__cdc_value_{column}"] = value
-    absent = F.filter(F.array(*still_absent), lambda entry: entry.isNotNull())
-    values["__cdc_partial"] = F.when(F.size(absent) > 0, F.map_from_entries(absent)).otherwise(F.lit(None))
-    frame = frame.withColumns(lasts).withColumns(values)
-    frame = last_change_per_key(frame, keys)
-    frame = frame.select(
-        *[F.col(quote(f"__cdc_value_{c}")).alias(c) for c in columns],
-        *[F.col(quote(c)) for c in frame.columns if c.startswith("_cdc_") and c != PARTIAL_COLUMN],
-        F.col("__cdc_partial").cast("map<string,string>").alias(PARTIAL_COLUMN),
+            still_absent.append(f"CASE WHEN {last} IS NULL THEN named_struct('k', {name}, 'v', '') END")
+        values.append(f"{value} AS {quote(column)}")
+    absent = f"filter(array({', '.join(still_absent)}), entry -> entry IS NOT NULL)"
+    return FoldSql(
+        base=f"max(CASE WHEN {is_base} THEN {SEQ_COLUMN} END) OVER ({by_key})",
+        lasts=lasts,
+        rank=f"row_number() OVER ({by_key} ORDER BY {SEQ_COLUMN} DESC)",
+        values=values,
+        partial=f"CASE WHEN size({absent}) > 0 THEN map_from_entries({absent}) END",
     )
-    return frame
-
-
-def _staged_after(last_seq: Column) -> Any:
-    """A predicate on staged diff lists: staged after ``last_seq`` (all of them when it is NULL)."""
-    from pyspark.sql import functions as F
-
-    return lambda diff: F.coalesce(diff["seq"] > last_seq, F.lit(True))
 
 
 def _apply_staged_diffs(document: str | None, staged: list[str] | None) -> str | None:
@@ -242,14 +269,6 @@ def _apply_folded_diffs(document: str | None, folded: str | None) -> str | None:
     import json
 
     return _apply_staged_diffs(document, json.loads(folded) if folded else None)
-
-
-def _json_diff_udf() -> Any:
-    """A Spark UDF: (JSON text, list of staged diff lists) -> the text after the diffs, in order."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType
-
-    return F.udf(_apply_staged_diffs, StringType())
 
 
 def apply_pending_json_diffs(

@@ -97,7 +97,7 @@ from airflow_provider_mysql_cdc.errors import (
 from airflow_provider_mysql_cdc.staging import Staging
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("airflow_provider_mysql_cdc.apply")
 #: Held while a namespace is created (``CREATE NAMESPACE IF NOT EXISTS`` is a check, then a create).
@@ -107,13 +107,12 @@ _NAMESPACE_CREATION = threading.Lock()
 MAX_CONFLICT_RETRIES = 5
 
 
-def _as_target_column(staged_names: Mapping[str, str], column: str, type_text: str) -> Column:
-    """A staged column (``staged_names``: lower-case name -> staged name) as the target's column of type
-    ``type_text`` (NULL when not staged)."""
-    from pyspark.sql import functions as F
-
+def _as_target_column(staged_names: Mapping[str, str], column: str, type_text: str) -> str:
+    """SQL of a staged column (``staged_names``: lower-case name -> staged name) as the target's column of
+    type ``type_text`` (NULL when not staged). Text, for ``selectExpr``: a wide table's projection built
+    through the DataFrame API costs several calls into the JVM a column."""
     name = staged_names.get(column.lower())
-    return (F.lit(None) if name is None else F.col(quote(name))).cast(type_text).alias(column)
+    return f"CAST({'NULL' if name is None else quote(name)} AS {type_text}) AS {quote(column)}"
 
 
 #: The lowest and highest value of a step's integer key.
@@ -445,14 +444,10 @@ class TableApplier:
         """MERGE the step's rows (one per key) into the target in one commit carrying ``properties``.
         Back-filled columns of rows the window does not change get their value in the same commit; the
         staged rows (``changed_rows`` of them) give the keys of a :class:`KeyFilter`."""
-        from pyspark.sql import functions as F
 
         source, keys, changes = staged.frame, staged.keys, staged.rows
         target_columns = self._columns(self.target)
         source_names = {f.name.lower(): f.name for f in source.schema.fields}
-
-        def projected(column: str, type_text: str) -> Column:
-            return _as_target_column(source_names, column, type_text)
 
         window_changes = staged.changes
         replace_rest = self._replaces_rest(step, staged)
@@ -482,8 +477,9 @@ class TableApplier:
             untouched = f" WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {', '.join(settings)}"
         view = self._view_name("cdc_apply")
         statement = merge_statement(self.target, view, on, [c for c, _ in target_columns], updates, complete, untouched)
-        extra = [F.col(OP_COLUMN), *([F.col(PARTIAL_COLUMN)] if partial else [])]
-        source.select(*[projected(c, t) for c, t in target_columns], *extra).createOrReplaceTempView(view)
+        projected = [_as_target_column(source_names, c, t) for c, t in target_columns]
+        extra = [OP_COLUMN, *([PARTIAL_COLUMN] if partial else [])]
+        source.selectExpr(*projected, *extra).createOrReplaceTempView(view)
         try:
             with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement, args=args or None))
         finally:
@@ -513,12 +509,11 @@ class TableApplier:
         """Temporary views of the step's rows (as the target's columns, plus ``_cdc_op``) and of the
         target, and the identity overrides: a column the window adds holds, in every row the target
         has, the value MySQL gave it (``args`` gets the values)."""
-        from pyspark.sql import functions as F
 
         names = {f.name.lower(): f.name for f in staged.frame.schema.fields}
         projected = [_as_target_column(names, c, t) for c, t in target_columns]
         view, target_view = self._view_name("cdc_rows"), self._view_name("cdc_target")
-        staged.frame.select(*projected, F.col(OP_COLUMN)).createOrReplaceTempView(view)
+        staged.frame.selectExpr(*projected, OP_COLUMN).createOrReplaceTempView(view)
         self.spark.table(self.target).createOrReplaceTempView(target_view)
         changes = staged.changes
         backfills = () if changes is None or replace_rest else changes.backfills
@@ -637,7 +632,6 @@ class TableApplier:
     def _replace(self, step: TableStep, source: DataFrame, properties: dict[str, str]) -> None:
         """Replace the target, schema and rows, by the step's rows in one commit (``CREATE OR REPLACE
         TABLE ... AS SELECT``): readers see the old table or the new one, never a mix."""
-        from pyspark.sql import functions as F
 
         columns = [c for c in source.columns if c not in (OP_COLUMN, PARTIAL_COLUMN)]
         types = {f.name: f.dataType.simpleString() for f in source.schema.fields if f.name in columns}
@@ -645,9 +639,7 @@ class TableApplier:
         if wanted is None:  # the setting does not name the table: the new table keeps the old one's fields
             wanted = fields_that_fit(self._partition_fields(self.target), types)
         view = self._view_name("cdc_replace")
-        source.where(F.col(OP_COLUMN) != F.lit("d")).select(
-            *[F.col(quote(c)) for c in columns]
-        ).createOrReplaceTempView(view)
+        source.where(f"{OP_COLUMN} != 'd'").selectExpr(*[quote(c) for c in columns]).createOrReplaceTempView(view)
         statement = (
             f"CREATE OR REPLACE TABLE {self.target} USING iceberg{partition_clause(wanted)} "
             f"TBLPROPERTIES ({self._table_properties()}) AS SELECT * FROM {view}"
@@ -694,7 +686,7 @@ class TableApplier:
         filtered = key_filter_applies(key_types) and all(k.lower() in source_names for k in keys)
         if filtered and key_filter_pays_off(target_rows, changed_rows):
             key_columns = [_as_target_column(source_names, k, t) for k, t in zip(keys, key_types, strict=True)]
-            key_filter, bounds = self._key_filter(changes.select(*key_columns), bounded=ranged)
+            key_filter, bounds = self._key_filter(changes.selectExpr(*key_columns), bounded=ranged)
             if key_filter is not None:
                 condition = key_filter.condition("t", keys)
                 if temporal:  # an invalid date's key is staged as NULL: such rows skip the filter
@@ -702,7 +694,7 @@ class TableApplier:
                 narrowing += f" AND ({condition})"
                 args[KeyFilter.PARAMETER] = key_filter.parameter()
         elif ranged:  # a snapshot's batch, or a window too large for a key filter
-            bounds = self._key_bounds(changes.select(_as_target_column(source_names, keys[0], key_types[0])))
+            bounds = self._key_bounds(changes.selectExpr(_as_target_column(source_names, keys[0], key_types[0])))
         if ranged and bounds is not None:
             narrowing += f" AND {key_range_condition('t', keys[0], *bounds)}"
         return narrowing
@@ -875,8 +867,8 @@ class TableApplier:
             )
             columns = [c for c, _ in self._columns(changelog)]
             source_names = {f.name.lower() for f in frame.schema.fields}
-            frame = frame.select(
-                *[F.col(quote(c)) if c.lower() in source_names else F.lit(None).alias(c) for c in columns]
+            frame = frame.selectExpr(
+                *[quote(c) if c.lower() in source_names else f"NULL AS {quote(c)}" for c in columns]
             )
             writer = frame.writeTo(changelog)
             for key, value in step.after.to_summary().items():
