@@ -11,7 +11,7 @@ DEMO_MYSQL_PORT ?= 33306
 export SPARK_LOCAL_IP := 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 
-.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-long test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-tables bench-parallel-apply bench-dag-parse charset-tables constraints constraints-lowest clean
+.PHONY: help venv venv-lowest object-store-install mysql-install mysql-up mysql-down mysql-status spark-cluster-up spark-cluster-down jars lint test test-long test-lowest test-unit demo reliability bench-capture bench-snapshot bench-apply bench-apply-keyless bench-maintenance bench-e2e bench-tables bench-parallel-apply bench-wide-apply bench-dag-parse charset-tables constraints constraints-lowest clean
 
 help:
 	@echo "make demo    - venv + local MySQL + Airflow on SQLite + the example DAG"
@@ -19,7 +19,7 @@ help:
 	@echo "make test-long - the long scenarios through Airflow's services and REST API (not run by CI)"
 	@echo "make test-lowest - the unit tests and one test of each library boundary on the lowest-supported versions"
 	@echo "make reliability - the long randomized differential run with crash trials (prints one summary line)"
-	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-tables | bench-parallel-apply | bench-dag-parse | charset-tables | constraints | constraints-lowest | clean"
+	@echo "make venv | venv-lowest | test | test-long | test-lowest | mysql-up | mysql-down | spark-cluster-up | spark-cluster-down | jars | lint | test-unit | bench-capture | bench-snapshot | bench-apply | bench-apply-keyless | bench-maintenance | bench-e2e | bench-tables | bench-parallel-apply | bench-wide-apply | bench-dag-parse | charset-tables | constraints | constraints-lowest | clean"
 
 venv: $(VENV)/.installed
 
@@ -199,6 +199,12 @@ bench-tables: venv mysql-install jars
 # changes_per_table=<c> one_by_one_s=<a> parallel=<p> parallel_s=<b> ratio=<b/a>.
 bench-parallel-apply: venv mysql-install jars
 	$(PY) benchmarks/parallel_apply.py
+
+# Partial row images on a wide table: the same changes logged with full images and with minimal images and
+# partial JSON, each table of 120 columns applied in one Spark session (own MySQL instance, local Spark);
+# last line: wide_apply columns=<n> changes=<m> full_images_s=<a> partial_images_s=<b> ratio=<b/a>.
+bench-wide-apply: venv mysql-install jars
+	$(PY) benchmarks/wide_apply.py
 
 # DAG parsing: `airflow dags report` of the example DAG against the same shape built from EmptyOperator.
 bench-dag-parse: venv

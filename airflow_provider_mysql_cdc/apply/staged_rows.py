@@ -196,7 +196,7 @@ JSON_DIFF_FUNCTION = "cdc_apply_staged_json_diffs"
 
 @dataclass(frozen=True)
 class FoldSql:
-    """The SQL expressions of :func:`fold_partial_rows` (pure: tested without Spark)."""
+    """The SQL expressions of :func:`fold_partial_rows`, in the order its projections use them."""
 
     #: The key's base: the ``_cdc_seq`` of its last complete change (NULL when it has none).
     base: str

@@ -444,7 +444,6 @@ class TableApplier:
         """MERGE the step's rows (one per key) into the target in one commit carrying ``properties``.
         Back-filled columns of rows the window does not change get their value in the same commit; the
         staged rows (``changed_rows`` of them) give the keys of a :class:`KeyFilter`."""
-
         source, keys, changes = staged.frame, staged.keys, staged.rows
         target_columns = self._columns(self.target)
         source_names = {f.name.lower(): f.name for f in source.schema.fields}
@@ -509,7 +508,6 @@ class TableApplier:
         """Temporary views of the step's rows (as the target's columns, plus ``_cdc_op``) and of the
         target, and the identity overrides: a column the window adds holds, in every row the target
         has, the value MySQL gave it (``args`` gets the values)."""
-
         names = {f.name.lower(): f.name for f in staged.frame.schema.fields}
         projected = [_as_target_column(names, c, t) for c, t in target_columns]
         view, target_view = self._view_name("cdc_rows"), self._view_name("cdc_target")
@@ -632,7 +630,6 @@ class TableApplier:
     def _replace(self, step: TableStep, source: DataFrame, properties: dict[str, str]) -> None:
         """Replace the target, schema and rows, by the step's rows in one commit (``CREATE OR REPLACE
         TABLE ... AS SELECT``): readers see the old table or the new one, never a mix."""
-
         columns = [c for c in source.columns if c not in (OP_COLUMN, PARTIAL_COLUMN)]
         types = {f.name: f.dataType.simpleString() for f in source.schema.fields if f.name in columns}
         wanted = self._configured_partitioning(lambda: types)
