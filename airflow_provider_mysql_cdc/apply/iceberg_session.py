@@ -3,10 +3,11 @@ summary properties, and Java errors as short messages (URL credentials masked). 
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.apply.plan import quote
 from airflow_provider_mysql_cdc.errors import ConfigurationError, WarehouseUnreachableError
@@ -16,6 +17,25 @@ _CALLBACK_SERVER_START = threading.Lock()
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+def table_exists(spark: SparkSession, name: str) -> bool:
+    """Whether the catalog has table ``name`` (``catalog.namespace.table``, parts quoted where needed).
+
+    One call into the JVM: ``DESCRIBE TABLE`` of a table that does not exist raised a Java exception that
+    PySpark converts at some 25 ms, and of one that exists analysed the whole table."""
+    return bool(spark.catalog.tableExists(name))
+
+
+def snapshot_summary(jvm: Any, snapshot: Any) -> tuple[dict[str, str], int | None]:
+    """An Iceberg snapshot's summary properties and its parent's id (None for a first snapshot), read in
+    one call into the JVM: the snapshot's JSON (``SnapshotParser.toJson``). Reading the Java map through
+    Py4J costs a round trip per entry, some 30 ms for a MERGE's summary."""
+    document = json.loads(jvm.org.apache.iceberg.SnapshotParser.toJson(snapshot))
+    summary = {str(key): str(value) for key, value in document.get("summary", {}).items()}
+    summary.pop("operation", None)  # the JSON's summary carries the operation, the snapshot's map does not
+    parent = document.get("parent-snapshot-id")
+    return summary, None if parent is None else int(parent)
 
 
 def is_commit_conflict(exc: BaseException) -> bool:

@@ -18,6 +18,8 @@ from airflow_provider_mysql_cdc.apply.iceberg_session import (
     is_commit_conflict,
     java_error_summary,
     mask_userinfo,
+    snapshot_summary,
+    table_exists,
     with_commit_properties,
 )
 from airflow_provider_mysql_cdc.apply.merge_sql import (
@@ -146,8 +148,8 @@ def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, Appl
     current_id = None if current is None else int(current.snapshotId())
 
     def snapshot(snapshot_id: int) -> SnapshotLink | None:
-        found = table.snapshot(snapshot_id)
-        return None if found is None else (dict(found.summary()), found.parentId())
+        found = current if snapshot_id == current_id else table.snapshot(snapshot_id)
+        return None if found is None else snapshot_summary(jvm, found)
 
     return current_id, newest_applied_state(current_id, snapshot, name)
 
@@ -301,19 +303,19 @@ class TableApplier:
         """Records in the data files of the target's current snapshot (deleted rows included), as the
         catalog's cached (pinned) table has it; 0 before its first commit."""
         snapshot = self._iceberg_table().currentSnapshot()
-        return 0 if snapshot is None else int(dict(snapshot.summary()).get("total-records", 0))
+        return (
+            0
+            if snapshot is None
+            else int(snapshot_summary(self.spark.sparkContext._jvm, snapshot)[0].get("total-records", 0))
+        )
 
     def _exists(self, name: str) -> bool:
-        """Whether the catalog has the table; asked once per table that exists (``DESCRIBE TABLE`` costs
-        a catalog round trip, and a step asks up to six times), every time for one that does not yet."""
+        """Whether the catalog has the table; asked once per table that exists (a step asks up to six
+        times), every time for one that does not yet."""
         if name in self._existing_tables:
             return True
-        try:
-            self.spark.sql(f"DESCRIBE TABLE {name}").collect()
-        except Exception as exc:
-            if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
-                return False
-            raise
+        if not table_exists(self.spark, name):
+            return False
         self._existing_tables.add(name)
         return True
 

@@ -37,7 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_mysql_cdc.apply import maintenance_sql
 from airflow_provider_mysql_cdc.apply.contract import MaintenanceReport, MaintenanceSpec, TableMaintenance
-from airflow_provider_mysql_cdc.apply.iceberg_session import java_error_summary, require_reachable_catalog
+from airflow_provider_mysql_cdc.apply.iceberg_session import (
+    java_error_summary,
+    require_reachable_catalog,
+    snapshot_summary,
+)
 from airflow_provider_mysql_cdc.apply.plan import AppliedState, quote
 from airflow_provider_mysql_cdc.apply.table_applier import read_applied_state
 from airflow_provider_mysql_cdc.errors import (
@@ -75,8 +79,8 @@ def apply_commit_flags(spark: SparkSession, full_name: str) -> list[bool]:
     flags = []
     snapshot = table.currentSnapshot()
     while snapshot is not None:
-        flags.append(AppliedState.from_summary(dict(snapshot.summary()), full_name) is not None)
-        parent = snapshot.parentId()
+        summary, parent = snapshot_summary(jvm, snapshot)
+        flags.append(AppliedState.from_summary(summary, full_name) is not None)
         snapshot = None if parent is None else table.snapshot(parent)
     return flags
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from airflow_provider_mysql_cdc.apply.iceberg_session import table_exists
 from airflow_provider_mysql_cdc.apply.plan import AppliedState
 from airflow_provider_mysql_cdc.apply.staged_rows import read_versions
 from airflow_provider_mysql_cdc.apply.table_applier import read_applied_state
@@ -191,16 +192,6 @@ def _unverifiable(state: AppliedState | None, pipeline: str, target: str) -> str
     return ""
 
 
-def _exists(spark: SparkSession, target: str) -> bool:
-    try:
-        spark.sql(f"DESCRIBE TABLE {target}").collect()
-    except Exception as exc:
-        if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
-            return False
-        raise
-    return True
-
-
 def _verify_table(
     spark: SparkSession,
     source: MySqlConnectionConfig,
@@ -210,7 +201,7 @@ def _verify_table(
     index: int,
 ) -> TableVerification:
     target = target_name(name, request.catalog, request.target_template)
-    if not _exists(spark, target):
+    if not table_exists(spark, target):
         return TableVerification(name, target, problem=f"{target} does not exist")
     iceberg_snapshot, state = read_applied_state(spark, target)
     problem = _unverifiable(state, request.pipeline, target)

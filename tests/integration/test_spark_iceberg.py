@@ -7,7 +7,8 @@ The tests cover what the CDC apply step relies on:
 * ``MERGE INTO`` with delete / update / insert clauses driven by an ``op`` column;
 * snapshot summary properties from a ``DataFrameWriterV2`` write option;
 * snapshot summary properties on a SQL ``MERGE`` through
-  ``org.apache.iceberg.spark.CommitMetadata.withCommitProperties`` called over py4j.
+  ``org.apache.iceberg.spark.CommitMetadata.withCommitProperties`` called over py4j;
+* a snapshot's summary and parent read in one call (its JSON) and whether a table exists.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_mysql_cdc.apply.iceberg_session import with_commit_properties
+from airflow_provider_mysql_cdc.apply.iceberg_session import snapshot_summary, table_exists, with_commit_properties
 from tests.spark_session import CATALOG
 
 pytestmark = pytest.mark.spark
@@ -121,6 +122,39 @@ def test_merge_carries_commit_properties_via_commit_metadata(spark: SparkSession
     # withCommitProperties strips the "snapshot-property." prefix.
     assert merge_summary["cdc.source"] == "mysql"
     assert "cdc.window_id" not in snapshots[2].summary
+
+
+def test_snapshot_summary_from_json_equals_the_java_map(spark: SparkSession) -> None:
+    """``snapshot_summary`` (the snapshot's JSON, one call into the JVM) gives every snapshot of a
+    history exactly the entries of its Java summary map and its parent's id; ``table_exists`` tells a
+    table from a missing one, also in a missing namespace and with quoted parts."""
+    table = f"{CATALOG}.`db.dotted`.`summary``s`"
+    assert not table_exists(spark, table)
+    assert not table_exists(spark, f"{CATALOG}.no_such_namespace.t")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING, city STRING) USING iceberg")
+    assert table_exists(spark, table)
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'ann', 'oslo'), (2, 'bob', 'rome')")
+    _changes(spark, [(1, "ann", "paris", "u"), (2, None, None, "d")]).createOrReplaceTempView("summary_changes")
+    properties = {"cdc.window_id": "9", "cdc.upper": 'uuid:1-5 "quoted" \\ ünïcode'}
+    with_commit_properties(
+        spark, properties, lambda: spark.sql(MERGE_SQL.format(target=table, source="summary_changes"))
+    )
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    iceberg = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    snapshot = iceberg.currentSnapshot()
+    seen = []
+    while snapshot is not None:
+        summary, parent = snapshot_summary(jvm, snapshot)
+        java_parent = snapshot.parentId()
+        assert summary == {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
+        assert parent == (None if java_parent is None else int(java_parent))
+        seen.append(summary)
+        snapshot = None if parent is None else iceberg.snapshot(parent)
+    assert len(seen) == 2
+    assert seen[0]["cdc.upper"] == properties["cdc.upper"] and "cdc.window_id" not in seen[1]
+    assert "operation" not in seen[0] and seen[0]["total-records"] == "1"
 
 
 def test_commit_metadata_failure_propagates_and_commits_nothing(spark: SparkSession) -> None:
