@@ -136,6 +136,15 @@ class _StepSource:
     changes: WindowTableChanges | None
 
 
+def _field_text(transform: str, column: str) -> str:
+    """An Iceberg partition field as Spark SQL writes it (``days(`c`)``), or as Iceberg does (``void(c)``)."""
+    try:
+        field = field_of_iceberg(transform, column)
+    except ConfigurationError:  # a transform without a Spark SQL form here
+        field = None
+    return field.sql() if field is not None else f"{transform}({column})"
+
+
 def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, AppliedState | None]:
     """Refresh the cached table ``name``, then return its current Iceberg snapshot id (None before its
     first commit) and the newest CDC state its history records (None when no apply wrote it); the
@@ -379,6 +388,8 @@ class TableApplier:
             log.info("created %s", name)
             return
         for alteration in alterations:
+            if alteration.action == "drop":
+                self._require_droppable(name, alteration.column, step)
             statement = alteration.sql(name)
             log.info("%s: %s", self.table_name, statement)
             self.spark.sql(statement)
@@ -390,6 +401,8 @@ class TableApplier:
                 f"{self.table_name} -> {name}: {exc}; {self._ddl_context(step)}"
             ) from None
         for change in changes:
+            if change.action == "drop":
+                self._require_droppable(name, change.column, step)
             statement = change.sql(name)
             log.info("%s: %s", self.table_name, statement)
             self.spark.sql(statement)
@@ -400,6 +413,43 @@ class TableApplier:
                 log.info("%s: %s", self.table_name, statement)
                 self.spark.sql(statement)
                 self.report.schema_changes.append(statement)
+
+    def _require_droppable(self, name: str, column: str, step: TableStep) -> None:
+        """Raise :class:`UnsupportedSchemaChangeError` when a partition spec of the target ``name`` takes
+        values from ``column``: Iceberg refuses to drop a source column of the current spec, and once a
+        source column of an earlier spec is dropped, no MERGE or DELETE can touch the files written
+        under that spec again (every later window of the table would fail)."""
+        table = self._iceberg_table(name)
+        field = table.schema().caseInsensitiveFindField(column)
+        if field is None:
+            return
+        source_id, current_spec = int(field.fieldId()), int(table.spec().specId())
+        partitioned_by = sorted(
+            (int(spec.specId()) != current_spec, _field_text(str(f.transform().toString()), column))
+            for spec in table.specs().values()
+            for f in spec.fields()
+            if int(f.sourceId()) == source_id
+        )
+        if not partitioned_by:
+            return
+        fields = ", ".join(dict.fromkeys(text for _, text in partitioned_by))
+        where = (
+            "the target's current partition spec"
+            if any(not earlier for earlier, _ in partitioned_by)
+            else "an earlier partition spec of the target (its older files are partitioned by it)"
+        )
+        setting = (
+            "; where MySQL dropped the column and no column took its name, drop_dropped_columns=False keeps it in "
+            "the target (NULL from then on) and the windows go on"
+            if self.config.drop_dropped_columns
+            else ""
+        )
+        raise UnsupportedSchemaChangeError(
+            f"{self.table_name} -> {name}: column {column!r} cannot be dropped from the target: {where} "
+            f"partitions by {fields}, and Iceberg cannot drop a partition's source column and still merge into "
+            f"the files written with it. No row of {step.describe()} was applied to the table{setting}; "
+            f"{self._ddl_context(step)}"
+        )
 
     def _configured_partitioning(
         self, column_types: Callable[[], Mapping[str, str]]

@@ -3,7 +3,9 @@ and pyiceberg (the independent reader) for the tables' rows and partition specs.
 
 A configured target is created partitioned, evolved when the setting changes and re-created with the
 setting's fields; a target the setting does not name keeps its own; a field the table cannot take
-stops that table with a named error and the next apply with a correct setting takes the windows.
+stops that table with a named error and the next apply with a correct setting takes the windows. A
+window that would drop a column some partition spec of the target takes values from (which Iceberg
+cannot do and still merge into that spec's files) stops that table with a named error too.
 """
 
 from __future__ import annotations
@@ -28,17 +30,17 @@ pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 DB = "apply_parts"
 
 
-def _static(warehouse: Path, table: str) -> Any:
+def _static(warehouse: Path, table: str, db: str = DB) -> Any:
     from pyiceberg.table import StaticTable
 
-    metadata = current_metadata_file(table_directory(warehouse, DB, table))
-    assert metadata is not None, f"{DB}.{table} has no Iceberg table"
+    metadata = current_metadata_file(table_directory(warehouse, db, table))
+    assert metadata is not None, f"{db}.{table} has no Iceberg table"
     return StaticTable.from_metadata(str(metadata))
 
 
-def spec_fields(warehouse: Path, table: str) -> list[tuple[str, str]]:
+def spec_fields(warehouse: Path, table: str, db: str = DB) -> list[tuple[str, str]]:
     """The table's current partition fields, as pyiceberg reads them: (transform, source column)."""
-    static = _static(warehouse, table)
+    static = _static(warehouse, table, db)
     schema = static.schema()
     return [(str(f.transform), schema.find_column_name(f.source_id)) for f in static.spec().fields]
 
@@ -58,9 +60,9 @@ def newest_files_spec_ids(warehouse: Path, table: str) -> set[int]:
     return {int(f["spec_id"]) for f in files if f["file_path"] in added and f["content"] == 0}
 
 
-def _equal(server: MySqlTestServer, warehouse: Path, *tables: str) -> None:
+def _equal(server: MySqlTestServer, warehouse: Path, *tables: str, db: str = DB) -> None:
     for table in tables:
-        comparison = compare_table(server, warehouse, DB, table)
+        comparison = compare_table(server, warehouse, db, table)
         assert comparison.equal, comparison.describe()
 
 
@@ -167,3 +169,78 @@ def test_configured_targets_are_created_evolved_and_recreated_partitioned_and_st
     apply(spark, pipeline, 4, partitioning={"apply_parts.events": ["months(created)", "kind"]})
     assert spec_fields(warehouse, "events") == [("month", "created"), ("identity", "kind")]
     _equal(mysql_server, warehouse, "events", "plain")
+
+
+def test_a_column_a_partition_spec_takes_values_from_is_not_dropped(
+    spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
+) -> None:
+    """Iceberg refuses to drop a source column of the current partition spec, and once a source column
+    of an earlier spec is dropped, every MERGE touching that spec's files fails. A window that would do
+    either stops the table with the named error, its target left as it was, while the other tables go
+    on; where MySQL dropped the column, ``drop_dropped_columns=False`` lets the next apply take it."""
+    db = "apply_part_drops"
+    warehouse = Path(str(spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse")))
+    mysql_server.execute(
+        f"DROP DATABASE IF EXISTS {db}",
+        f"CREATE DATABASE {db}",
+        f"CREATE TABLE {db}.logs (id INT PRIMARY KEY, created DATE NOT NULL, v INT)",
+        f"CREATE TABLE {db}.marks (id INT PRIMARY KEY, tag VARCHAR(8), v INT)",
+        f"CREATE TABLE {db}.plain (id INT PRIMARY KEY, a INT, b INT)",
+        f"INSERT INTO {db}.logs VALUES " + ", ".join(f"({i}, '2026-11-{1 + i % 6:02d}', {i})" for i in range(1, 41)),
+        f"INSERT INTO {db}.marks VALUES " + ", ".join(f"({i}, 't{i % 4}x', {i})" for i in range(1, 21)),
+        f"INSERT INTO {db}.plain VALUES " + ", ".join(f"({i}, {i}, {-i})" for i in range(1, 11)),
+    )
+    pipeline = SnapshotPipeline(mysql_server, tmp_path, "part_drops", TableSelection.of(f"{db}.*"), chunk_rows=100)
+    pipeline.snapshot("run-1")
+    by_day = {f"{db}.logs": ["days(created)"], f"{db}.marks": ["truncate(2, tag)"]}
+    by_bucket = {f"{db}.logs": ["bucket(2, id)"], f"{db}.marks": ["truncate(2, tag)"]}
+
+    # Window 1 creates the targets partitioned; window 2 moves logs to bucket(2, id), so days(created)
+    # stays the spec of the files written before.
+    mysql_server.execute(f"UPDATE {db}.logs SET v = v + 100 WHERE id < 10", f"UPDATE {db}.marks SET v = 0")
+    assert pipeline.capture("run-1").window_id == 1
+    apply(spark, pipeline, 1, partitioning=by_day)
+    assert spec_fields(warehouse, "logs", db) == [("day", "created")]
+    mysql_server.execute(f"INSERT INTO {db}.logs VALUES (41, '2026-12-01', 41)")
+    assert pipeline.capture("run-2").window_id == 2
+    apply(spark, pipeline, 2, partitioning=by_bucket)
+    assert spec_fields(warehouse, "logs", db) == [("bucket[2]", "id")]
+    _equal(mysql_server, warehouse, "logs", "marks", "plain", db=db)
+    before = {t: _static(warehouse, t, db).current_snapshot().snapshot_id for t in ("logs", "marks")}
+
+    # Window 3: MySQL drops logs.created (an earlier spec's source), replaces marks.tag (the current
+    # spec's source) by a new column of that name, and drops plain.b (no spec's source).
+    mysql_server.execute(
+        f"ALTER TABLE {db}.logs DROP COLUMN created",
+        f"UPDATE {db}.logs SET v = -v WHERE id % 3 = 0",
+        f"DELETE FROM {db}.logs WHERE id IN (5, 41)",
+        f"ALTER TABLE {db}.marks DROP COLUMN tag",
+        f"ALTER TABLE {db}.marks ADD COLUMN tag INT",
+        f"UPDATE {db}.marks SET tag = id, v = id WHERE id < 8",
+        f"ALTER TABLE {db}.plain DROP COLUMN b",
+        f"UPDATE {db}.plain SET a = a * 10",
+    )
+    assert pipeline.capture("run-3").window_id == 3
+    refused = run_apply(spark, config(pipeline, 3, partitioning=by_bucket, drop_dropped_columns=True))
+    assert sorted(refused.failed) == [f"{db}.logs", f"{db}.marks"], refused.tables
+    logs, marks = refused.tables[f"{db}.logs"], refused.tables[f"{db}.marks"]
+    assert logs.error_class == marks.error_class == "UnsupportedSchemaChangeError"
+    assert "column 'created' cannot be dropped" in logs.error and "an earlier partition spec" in logs.error
+    assert "days(`created`)" in logs.error and "drop_dropped_columns=False" in logs.error
+    assert "DROP COLUMN created" in logs.error and "window 3 of pipeline 'part_drops'" in logs.error
+    assert "column 'tag' cannot be dropped" in marks.error and "current partition spec" in marks.error
+    assert "truncate(2, `tag`)" in marks.error and "re-snapshot" in marks.error, marks.error
+    for table in ("logs", "marks"):  # left as they were: no commit, the column still there
+        static = _static(warehouse, table, db)
+        assert static.current_snapshot().snapshot_id == before[table]
+    assert "created" in _static(warehouse, "logs", db).schema().column_names
+    assert "tag" in _static(warehouse, "marks", db).schema().column_names
+    _equal(mysql_server, warehouse, "plain", db=db)
+    assert "b" not in _static(warehouse, "plain", db).schema().column_names
+
+    # The fix the message names for logs: the column stays (NULL from then on) and the window's
+    # updates and deletes of files under the earlier spec are merged. marks stays stopped.
+    kept = run_apply(spark, config(pipeline, 3, partitioning=by_bucket))
+    assert kept.failed == [f"{db}.marks"], kept.tables
+    _equal(mysql_server, warehouse, "logs", "plain", db=db)
+    assert "created" in _static(warehouse, "logs", db).schema().column_names
