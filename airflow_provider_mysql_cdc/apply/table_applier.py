@@ -415,10 +415,11 @@ class TableApplier:
                 self.report.schema_changes.append(statement)
 
     def _require_droppable(self, name: str, column: str, step: TableStep) -> None:
-        """Raise :class:`UnsupportedSchemaChangeError` when a partition spec of the target ``name`` takes
-        values from ``column``: Iceberg refuses to drop a source column of the current spec, and once a
-        source column of an earlier spec is dropped, no MERGE or DELETE can touch the files written
-        under that spec again (every later window of the table would fail)."""
+        """Raise :class:`UnsupportedSchemaChangeError` when the target ``name`` cannot lose ``column``
+        and stay mergeable: a partition spec takes values from it (Iceberg refuses to drop a source
+        column of the current spec, and once a source column of an earlier spec is dropped, no MERGE or
+        DELETE can touch the files written under that spec again), or the table's sort order (set by
+        hand: the apply sets none) names it, which Iceberg refuses."""
         table = self._iceberg_table(name)
         field = table.schema().caseInsensitiveFindField(column)
         if field is None:
@@ -430,14 +431,25 @@ class TableApplier:
             for f in spec.fields()
             if int(f.sourceId()) == source_id
         )
-        if not partitioned_by:
+        held: list[str] = []
+        if partitioned_by:
+            where = (
+                "the target's current partition spec"
+                if any(not earlier for earlier, _ in partitioned_by)
+                else "an earlier partition spec of the target (its older files are partitioned by it)"
+            )
+            fields = ", ".join(dict.fromkeys(text for _, text in partitioned_by))
+            held.append(
+                f"{where} partitions by {fields}, and Iceberg cannot drop a partition's source column and still "
+                "merge into the files written with it"
+            )
+        if any(int(f.sourceId()) == source_id for f in table.sortOrder().fields()):
+            held.append(
+                f"the target's sort order names it, which Iceberg refuses to drop (ALTER TABLE {name} WRITE "
+                "UNORDERED, or an order without it, lets the next run drop it)"
+            )
+        if not held:
             return
-        fields = ", ".join(dict.fromkeys(text for _, text in partitioned_by))
-        where = (
-            "the target's current partition spec"
-            if any(not earlier for earlier, _ in partitioned_by)
-            else "an earlier partition spec of the target (its older files are partitioned by it)"
-        )
         setting = (
             "; where MySQL dropped the column and no column took its name, drop_dropped_columns=False keeps it in "
             "the target (NULL from then on) and the windows go on"
@@ -445,10 +457,8 @@ class TableApplier:
             else ""
         )
         raise UnsupportedSchemaChangeError(
-            f"{self.table_name} -> {name}: column {column!r} cannot be dropped from the target: {where} "
-            f"partitions by {fields}, and Iceberg cannot drop a partition's source column and still merge into "
-            f"the files written with it. No row of {step.describe()} was applied to the table{setting}; "
-            f"{self._ddl_context(step)}"
+            f"{self.table_name} -> {name}: column {column!r} cannot be dropped from the target: {'; '.join(held)}. "
+            f"No row of {step.describe()} was applied to the table{setting}; {self._ddl_context(step)}"
         )
 
     def _configured_partitioning(

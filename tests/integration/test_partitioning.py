@@ -5,7 +5,8 @@ A configured target is created partitioned, evolved when the setting changes and
 setting's fields; a target the setting does not name keeps its own; a field the table cannot take
 stops that table with a named error and the next apply with a correct setting takes the windows. A
 window that would drop a column some partition spec of the target takes values from (which Iceberg
-cannot do and still merge into that spec's files) stops that table with a named error too.
+cannot do and still merge into that spec's files) or its sort order names stops that table with a
+named error too.
 """
 
 from __future__ import annotations
@@ -174,10 +175,10 @@ def test_configured_targets_are_created_evolved_and_recreated_partitioned_and_st
 def test_a_column_a_partition_spec_takes_values_from_is_not_dropped(
     spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
 ) -> None:
-    """Iceberg refuses to drop a source column of the current partition spec, and once a source column
-    of an earlier spec is dropped, every MERGE touching that spec's files fails. A window that would do
-    either stops the table with the named error, its target left as it was, while the other tables go
-    on; where MySQL dropped the column, ``drop_dropped_columns=False`` lets the next apply take it."""
+    """Iceberg refuses to drop a source column of the current partition spec or of the sort order, and
+    once a source column of an earlier spec is dropped, every MERGE touching that spec's files fails. A
+    window that would do any of it stops the table with the named error, its target left as it was,
+    while the other tables go on; the fix each message names lets the next apply take the window."""
     db = "apply_part_drops"
     warehouse = Path(str(spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse")))
     mysql_server.execute(
@@ -186,6 +187,8 @@ def test_a_column_a_partition_spec_takes_values_from_is_not_dropped(
         f"CREATE TABLE {db}.logs (id INT PRIMARY KEY, created DATE NOT NULL, v INT)",
         f"CREATE TABLE {db}.marks (id INT PRIMARY KEY, tag VARCHAR(8), v INT)",
         f"CREATE TABLE {db}.plain (id INT PRIMARY KEY, a INT, b INT)",
+        f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, placed DATE, v INT)",
+        f"INSERT INTO {db}.orders VALUES " + ", ".join(f"({i}, '2026-10-{i:02d}', {i})" for i in range(1, 21)),
         f"INSERT INTO {db}.logs VALUES " + ", ".join(f"({i}, '2026-11-{1 + i % 6:02d}', {i})" for i in range(1, 41)),
         f"INSERT INTO {db}.marks VALUES " + ", ".join(f"({i}, 't{i % 4}x', {i})" for i in range(1, 21)),
         f"INSERT INTO {db}.plain VALUES " + ", ".join(f"({i}, {i}, {-i})" for i in range(1, 11)),
@@ -201,15 +204,17 @@ def test_a_column_a_partition_spec_takes_values_from_is_not_dropped(
     assert pipeline.capture("run-1").window_id == 1
     apply(spark, pipeline, 1, partitioning=by_day)
     assert spec_fields(warehouse, "logs", db) == [("day", "created")]
+    spark.sql(f"ALTER TABLE {CATALOG}.{db}.orders WRITE ORDERED BY placed")  # by hand, as a reader might want
     mysql_server.execute(f"INSERT INTO {db}.logs VALUES (41, '2026-12-01', 41)")
     assert pipeline.capture("run-2").window_id == 2
     apply(spark, pipeline, 2, partitioning=by_bucket)
     assert spec_fields(warehouse, "logs", db) == [("bucket[2]", "id")]
-    _equal(mysql_server, warehouse, "logs", "marks", "plain", db=db)
-    before = {t: _static(warehouse, t, db).current_snapshot().snapshot_id for t in ("logs", "marks")}
+    _equal(mysql_server, warehouse, "logs", "marks", "plain", "orders", db=db)
+    before = {t: _static(warehouse, t, db).current_snapshot().snapshot_id for t in ("logs", "marks", "orders")}
 
     # Window 3: MySQL drops logs.created (an earlier spec's source), replaces marks.tag (the current
-    # spec's source) by a new column of that name, and drops plain.b (no spec's source).
+    # spec's source) by a new column of that name, drops orders.placed (its sort order's column) and
+    # plain.b (nothing's).
     mysql_server.execute(
         f"ALTER TABLE {db}.logs DROP COLUMN created",
         f"UPDATE {db}.logs SET v = -v WHERE id % 3 = 0",
@@ -217,30 +222,41 @@ def test_a_column_a_partition_spec_takes_values_from_is_not_dropped(
         f"ALTER TABLE {db}.marks DROP COLUMN tag",
         f"ALTER TABLE {db}.marks ADD COLUMN tag INT",
         f"UPDATE {db}.marks SET tag = id, v = id WHERE id < 8",
+        f"ALTER TABLE {db}.orders DROP COLUMN placed",
+        f"UPDATE {db}.orders SET v = v * 2 WHERE id > 15",
         f"ALTER TABLE {db}.plain DROP COLUMN b",
         f"UPDATE {db}.plain SET a = a * 10",
     )
     assert pipeline.capture("run-3").window_id == 3
     refused = run_apply(spark, config(pipeline, 3, partitioning=by_bucket, drop_dropped_columns=True))
-    assert sorted(refused.failed) == [f"{db}.logs", f"{db}.marks"], refused.tables
-    logs, marks = refused.tables[f"{db}.logs"], refused.tables[f"{db}.marks"]
-    assert logs.error_class == marks.error_class == "UnsupportedSchemaChangeError"
+    assert sorted(refused.failed) == [f"{db}.logs", f"{db}.marks", f"{db}.orders"], refused.tables
+    logs, marks, orders = (refused.tables[f"{db}.{t}"] for t in ("logs", "marks", "orders"))
+    assert logs.error_class == marks.error_class == orders.error_class == "UnsupportedSchemaChangeError"
     assert "column 'created' cannot be dropped" in logs.error and "an earlier partition spec" in logs.error
     assert "days(`created`)" in logs.error and "drop_dropped_columns=False" in logs.error
     assert "DROP COLUMN created" in logs.error and "window 3 of pipeline 'part_drops'" in logs.error
     assert "column 'tag' cannot be dropped" in marks.error and "current partition spec" in marks.error
     assert "truncate(2, `tag`)" in marks.error and "re-snapshot" in marks.error, marks.error
-    for table in ("logs", "marks"):  # left as they were: no commit, the column still there
+    assert "column 'placed' cannot be dropped" in orders.error and "sort order names it" in orders.error
+    assert "WRITE UNORDERED" in orders.error, orders.error
+    for table in ("logs", "marks", "orders"):  # left as they were: no commit, the column still there
         static = _static(warehouse, table, db)
         assert static.current_snapshot().snapshot_id == before[table]
     assert "created" in _static(warehouse, "logs", db).schema().column_names
     assert "tag" in _static(warehouse, "marks", db).schema().column_names
+    assert "placed" in _static(warehouse, "orders", db).schema().column_names
     _equal(mysql_server, warehouse, "plain", db=db)
     assert "b" not in _static(warehouse, "plain", db).schema().column_names
 
-    # The fix the message names for logs: the column stays (NULL from then on) and the window's
-    # updates and deletes of files under the earlier spec are merged. marks stays stopped.
+    # The fixes the messages name. orders unsorted: the next run drops the column and applies the window.
+    spark.sql(f"ALTER TABLE {CATALOG}.{db}.orders WRITE UNORDERED")
+    unsorted = run_apply(spark, config(pipeline, 3, partitioning=by_bucket, drop_dropped_columns=True))
+    assert sorted(unsorted.failed) == [f"{db}.logs", f"{db}.marks"], unsorted.tables
+    _equal(mysql_server, warehouse, "orders", db=db)
+    assert "placed" not in _static(warehouse, "orders", db).schema().column_names
+    # logs with drop_dropped_columns=False: the column stays (NULL from then on) and the window's updates
+    # and deletes of files under the earlier spec are merged. marks stays stopped.
     kept = run_apply(spark, config(pipeline, 3, partitioning=by_bucket))
     assert kept.failed == [f"{db}.marks"], kept.tables
-    _equal(mysql_server, warehouse, "logs", "plain", db=db)
+    _equal(mysql_server, warehouse, "logs", "plain", "orders", db=db)
     assert "created" in _static(warehouse, "logs", db).schema().column_names
