@@ -417,9 +417,10 @@ class TableApplier:
     def _require_droppable(self, name: str, column: str, step: TableStep) -> None:
         """Raise :class:`UnsupportedSchemaChangeError` when the target ``name`` cannot lose ``column``
         and stay mergeable: a partition spec takes values from it (Iceberg refuses to drop a source
-        column of the current spec, and once a source column of an earlier spec is dropped, no MERGE or
-        DELETE can touch the files written under that spec again), or the table's sort order (set by
-        hand: the apply sets none) names it, which Iceberg refuses."""
+        column of the current spec; once a source column of an earlier spec is dropped, every later
+        MERGE or DELETE into the table fails, also when a replace left no live file with that spec, as
+        Iceberg keeps every spec a table had: seen with Iceberg 1.10), or the table's sort order (set
+        by hand: the apply sets none) names it, which Iceberg refuses."""
         table = self._iceberg_table(name)
         field = table.schema().caseInsensitiveFindField(column)
         if field is None:
@@ -436,12 +437,12 @@ class TableApplier:
             where = (
                 "the target's current partition spec"
                 if any(not earlier for earlier, _ in partitioned_by)
-                else "an earlier partition spec of the target (its older files are partitioned by it)"
+                else "an earlier partition spec of the target (Iceberg keeps every spec a table had)"
             )
             fields = ", ".join(dict.fromkeys(text for _, text in partitioned_by))
             held.append(
                 f"{where} partitions by {fields}, and Iceberg cannot drop a partition's source column and still "
-                "merge into the files written with it"
+                "merge into the table"
             )
         if any(int(f.sourceId()) == source_id for f in table.sortOrder().fields()):
             held.append(
