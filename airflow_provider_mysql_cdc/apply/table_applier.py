@@ -387,9 +387,11 @@ class TableApplier:
             )
             log.info("created %s", name)
             return
+        final_names = {c.lower() for c, _ in columns}
+        kept: set[str] = set()
         for alteration in alterations:
-            if alteration.action == "drop":
-                self._require_droppable(name, alteration.column, step)
+            if alteration.action == "drop" and not self._droppable(name, alteration.column, step, final_names, kept):
+                continue
             statement = alteration.sql(name)
             log.info("%s: %s", self.table_name, statement)
             self.spark.sql(statement)
@@ -401,8 +403,8 @@ class TableApplier:
                 f"{self.table_name} -> {name}: {exc}; {self._ddl_context(step)}"
             ) from None
         for change in changes:
-            if change.action == "drop":
-                self._require_droppable(name, change.column, step)
+            if change.action == "drop" and not self._droppable(name, change.column, step, final_names, kept):
+                continue
             statement = change.sql(name)
             log.info("%s: %s", self.table_name, statement)
             self.spark.sql(statement)
@@ -414,35 +416,45 @@ class TableApplier:
                 self.spark.sql(statement)
                 self.report.schema_changes.append(statement)
 
-    def _require_droppable(self, name: str, column: str, step: TableStep) -> None:
-        """Raise :class:`UnsupportedSchemaChangeError` when the target ``name`` cannot lose ``column``
-        and stay mergeable: a partition spec takes values from it (Iceberg refuses to drop a source
-        column of the current spec; once a source column of an earlier spec is dropped, every later
-        MERGE or DELETE into the table fails, also when a replace left no live file with that spec, as
-        Iceberg keeps every spec a table had: seen with Iceberg 1.10), or the table's sort order (set
-        by hand: the apply sets none) names it, which Iceberg refuses."""
+    def _droppable(self, name: str, column: str, step: TableStep, final_names: set[str], kept: set[str]) -> bool:
+        """Whether the target ``name`` may lose ``column``. Not when a partition spec of the target, the
+        current one or any earlier one, takes values from it: Iceberg refuses to drop a source column of
+        the current spec, and once a source column of an earlier spec is dropped, every later MERGE or
+        DELETE into the table fails (also when a replace left no file with that spec: Iceberg keeps every
+        spec a table had; seen with Iceberg 1.10). Such a column is kept, NULL from then on (added to
+        ``kept`` and reported once), unless the step needs its name for another column (one of
+        ``final_names``, lower case); that, and a column the table's sort order names (set by hand:
+        the apply sets none; Iceberg refuses to drop it), raise :class:`UnsupportedSchemaChangeError`."""
+        if column.lower() in kept:
+            return False
         table = self._iceberg_table(name)
         field = table.schema().caseInsensitiveFindField(column)
         if field is None:
-            return
-        source_id, current_spec = int(field.fieldId()), int(table.spec().specId())
-        partitioned_by = sorted(
-            (int(spec.specId()) != current_spec, _field_text(str(f.transform().toString()), column))
-            for spec in table.specs().values()
-            for f in spec.fields()
-            if int(f.sourceId()) == source_id
-        )
-        held: list[str] = []
-        if partitioned_by:
-            where = (
-                "the target's current partition spec"
-                if any(not earlier for earlier, _ in partitioned_by)
-                else "an earlier partition spec of the target (Iceberg keeps every spec a table had)"
+            return True
+        source_id = int(field.fieldId())
+        fields = ", ".join(
+            dict.fromkeys(
+                _field_text(str(f.transform().toString()), column)
+                for spec in table.specs().values()
+                for f in spec.fields()
+                if int(f.sourceId()) == source_id
             )
-            fields = ", ".join(dict.fromkeys(text for _, text in partitioned_by))
+        )
+        if fields and column.lower() not in final_names:
+            kept.add(column.lower())
+            note = (
+                f"kept {quote(column)} in {name} (NULL from now on): a partition spec of the target ({fields}) "
+                "takes values from it, and Iceberg cannot drop such a column and still merge into the table"
+            )
+            log.warning("%s: %s", self.table_name, note)
+            self.report.schema_changes.append(note)
+            return False
+        held = []
+        if fields:
             held.append(
-                f"{where} partitions by {fields}, and Iceberg cannot drop a partition's source column and still "
-                "merge into the table"
+                f"a partition spec of the target ({fields}) takes values from it (Iceberg keeps every spec a table "
+                f"had, and cannot drop such a column and still merge into the table), but {step.describe()} "
+                "needs its name for a new column"
             )
         if any(int(f.sourceId()) == source_id for f in table.sortOrder().fields()):
             held.append(
@@ -450,16 +462,10 @@ class TableApplier:
                 "UNORDERED, or an order without it, lets the next run drop it)"
             )
         if not held:
-            return
-        setting = (
-            "; where MySQL dropped the column and no column took its name, drop_dropped_columns=False keeps it in "
-            "the target (NULL from then on) and the windows go on"
-            if self.config.drop_dropped_columns
-            else ""
-        )
+            return True
         raise UnsupportedSchemaChangeError(
             f"{self.table_name} -> {name}: column {column!r} cannot be dropped from the target: {'; '.join(held)}. "
-            f"No row of {step.describe()} was applied to the table{setting}; {self._ddl_context(step)}"
+            f"No row of {step.describe()} was applied to the table; {self._ddl_context(step)}"
         )
 
     def _configured_partitioning(
@@ -698,8 +704,10 @@ class TableApplier:
         wanted = self._configured_partitioning(lambda: types)
         if wanted is None:  # the setting does not name the table: the new table keeps the old one's fields
             wanted = fields_that_fit(self._partition_fields(self.target), types)
+        kept = self._partition_sources_to_keep(step, types)
         view = self._view_name("cdc_replace")
-        source.where(f"{OP_COLUMN} != 'd'").selectExpr(*[quote(c) for c in columns]).createOrReplaceTempView(view)
+        projection = [quote(c) for c in columns] + [f"CAST(NULL AS {t}) AS {quote(c)}" for c, t in kept]
+        source.where(f"{OP_COLUMN} != 'd'").selectExpr(*projection).createOrReplaceTempView(view)
         statement = (
             f"CREATE OR REPLACE TABLE {self.target} USING iceberg{partition_clause(wanted)} "
             f"TBLPROPERTIES ({self._table_properties()}) AS SELECT * FROM {view}"
@@ -710,6 +718,49 @@ class TableApplier:
         finally:
             self.spark.catalog.dropTempView(view)
         self.report.schema_changes.append(f"replaced {self.target} ({step.describe()})")
+        for column, _ in kept:
+            note = (
+                f"kept {quote(column)} in {self.target} (NULL): a partition spec the target had takes values from "
+                "it, and Iceberg keeps every spec a table had, so without the column no MERGE into it would work"
+            )
+            log.warning("%s: %s", self.table_name, note)
+            self.report.schema_changes.append(note)
+
+    def _partition_sources_to_keep(self, step: TableStep, types: Mapping[str, str]) -> list[tuple[str, str]]:
+        """The target's columns (name, Spark type) that a partition spec it has had takes values from and
+        the rows replacing it lack: the replaced table keeps them (NULL), since Iceberg keeps every spec
+        a table had and a table without one's source column takes no MERGE. Raise
+        :class:`UnsupportedSchemaChangeError` for such a column the rows have under another type (with
+        a type the spec cannot take, the replace fails in Iceberg; other types are not tried)."""
+        table = self._iceberg_table()
+        schema = table.schema()
+        fields_by_column: dict[str, list[str]] = {}
+        for spec in table.specs().values():
+            for f in spec.fields():
+                column = schema.findColumnName(f.sourceId())
+                if column is not None:
+                    text = _field_text(str(f.transform().toString()), str(column))
+                    fields_by_column.setdefault(str(column), []).append(text)
+        target_types = dict(self._columns(self.target))
+        new_types = {c.lower(): t for c, t in types.items()}
+        kept: list[tuple[str, str]] = []
+        for column, fields in sorted(fields_by_column.items()):
+            old, new = target_types.get(column), new_types.get(column.lower())
+            if old is None:  # a nested field: the apply's tables have none
+                continue
+            if new is None:
+                kept.append((column, old))
+            elif new != old:
+                raise UnsupportedSchemaChangeError(
+                    f"{self.table_name} -> {self.target}: {step.describe()} replaces the target, but column "
+                    f"{column!r}, which a partition spec the target had takes values from "
+                    f"({', '.join(dict.fromkeys(fields))}), comes back as {new} instead of {old}: Iceberg keeps every "
+                    "spec a table had, and the apply does not give a spec's source column another type (with a type "
+                    f"the spec cannot take, the replace fails in Iceberg). Nothing of {step.describe()} was applied "
+                    "to the table. The table is stopped, the other tables go on: drop the target "
+                    f"({self.target}) and re-snapshot the table (resnapshot=[{self.table_name!r}])"
+                )
+        return kept
 
     def _key_filter(self, keys: DataFrame, bounded: bool = False) -> tuple[KeyFilter | None, KeyBounds | None]:
         """The :class:`KeyFilter` of ``keys`` (the key columns of every staged change, as the target's

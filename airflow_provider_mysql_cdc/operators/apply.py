@@ -344,8 +344,9 @@ class SparkApplyOperator(OpenLineageFacets, IcebergSparkJobOperator):
         them at its next apply that writes (files already written keep their layout). A table no pattern
         names keeps its target's partitioning (none when the apply creates it).
     :param drop_dropped_columns: drop target columns dropped in MySQL (default: keep them, NULL). A
-        column a partition spec or the sort order of the target takes values from is never dropped: that
-        table fails with ``UnsupportedSchemaChangeError`` instead, before any row of the window is applied.
+        column a partition spec of the target takes values from is kept all the same (Iceberg cannot
+        drop it and still merge into the table), with a warning; one the target's sort order names fails
+        that table with ``UnsupportedSchemaChangeError``, before any row of the window is applied.
     :param schema_change_policy: a table whose window holds a change its target cannot follow exactly
         (a retype that may change values, a key change, a renamed table, ...): ``rebuild`` (default; it
         waits for the fresh snapshot the pipeline's next run takes, and the task succeeds) or ``stop``

@@ -4,9 +4,10 @@ and pyiceberg (the independent reader) for the tables' rows and partition specs.
 A configured target is created partitioned, evolved when the setting changes and re-created with the
 setting's fields; a target the setting does not name keeps its own; a field the table cannot take
 stops that table with a named error and the next apply with a correct setting takes the windows. A
-window that would drop a column some partition spec of the target takes values from (which Iceberg
-cannot do and still merge into that spec's files) or its sort order names stops that table with a
-named error too.
+column some partition spec of the target takes values from (which Iceberg cannot drop and still
+merge into the table) stays in the target when MySQL drops it or a replace loses it; a window that
+needs its name for another column, or would drop a column the sort order names, stops that table
+with a named error.
 """
 
 from __future__ import annotations
@@ -172,8 +173,8 @@ def test_configured_targets_are_created_evolved_and_recreated_partitioned_and_st
     _equal(mysql_server, warehouse, "events", "plain")
 
 
-def _create_part_drops(mysql_server: MySqlTestServer, db: str, spans: str) -> None:
-    """The tables of the drop test: spans is created by the statement ``spans`` (also re-created later)."""
+def _create_part_drops(mysql_server: MySqlTestServer, db: str) -> None:
+    """The tables of the drop test."""
     mysql_server.execute(
         f"DROP DATABASE IF EXISTS {db}",
         f"CREATE DATABASE {db}",
@@ -181,80 +182,59 @@ def _create_part_drops(mysql_server: MySqlTestServer, db: str, spans: str) -> No
         f"CREATE TABLE {db}.marks (id INT PRIMARY KEY, tag VARCHAR(8), v INT)",
         f"CREATE TABLE {db}.plain (id INT PRIMARY KEY, a INT, b INT)",
         f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, placed DATE, v INT)",
-        spans.format(db=db),
-        f"INSERT INTO {db}.spans VALUES (1, '2026-01-01', 1), (2, '2026-01-02', 2)",
+        f"CREATE TABLE {db}.zones (id INT PRIMARY KEY, region VARCHAR(8), v INT)",
+        f"CREATE TABLE {db}.kinds (id INT PRIMARY KEY, k INT)",
         f"INSERT INTO {db}.orders VALUES " + ", ".join(f"({i}, '2026-10-{i:02d}', {i})" for i in range(1, 21)),
         f"INSERT INTO {db}.logs VALUES " + ", ".join(f"({i}, '2026-11-{1 + i % 6:02d}', {i})" for i in range(1, 41)),
         f"INSERT INTO {db}.marks VALUES " + ", ".join(f"({i}, 't{i % 4}x', {i})" for i in range(1, 21)),
         f"INSERT INTO {db}.plain VALUES " + ", ".join(f"({i}, {i}, {-i})" for i in range(1, 11)),
+        f"INSERT INTO {db}.zones VALUES " + ", ".join(f"({i}, 'r{i % 3}', {i})" for i in range(1, 16)),
+        f"INSERT INTO {db}.kinds VALUES (1, 1), (2, 2)",
     )
 
 
-def _assert_refused(refused: Any, warehouse: Path, db: str, before: dict[str, int]) -> None:
-    """The named errors of the window that would drop partition and sort columns, the targets as they were."""
-    logs, marks, orders, spans = (refused.tables[f"{db}.{t}"] for t in ("logs", "marks", "orders", "spans"))
-    assert {r.error_class for r in (logs, marks, orders, spans)} == {"UnsupportedSchemaChangeError"}
-    assert "column 'created' cannot be dropped" in logs.error and "an earlier partition spec" in logs.error
-    assert "days(`created`)" in logs.error and "drop_dropped_columns=False" in logs.error
-    assert "DROP COLUMN created" in logs.error and "window 3 of pipeline 'part_drops'" in logs.error
-    assert "column 'tag' cannot be dropped" in marks.error and "current partition spec" in marks.error
-    assert "truncate(2, `tag`)" in marks.error and "re-snapshot" in marks.error, marks.error
-    assert "column 'placed' cannot be dropped" in orders.error and "sort order names it" in orders.error
-    assert "WRITE UNORDERED" in orders.error, orders.error
-    assert "column 'c' cannot be dropped" in spans.error and "an earlier partition spec" in spans.error
-    assert "days(`c`)" in spans.error, spans.error
-    for table, snapshot_id in before.items():  # left as they were: no commit, the column still there
-        assert _static(warehouse, table, db).current_snapshot().snapshot_id == snapshot_id
-    assert "created" in _static(warehouse, "logs", db).schema().column_names
-    assert "tag" in _static(warehouse, "marks", db).schema().column_names
-    assert "placed" in _static(warehouse, "orders", db).schema().column_names
-    assert "c" in _static(warehouse, "spans", db).schema().column_names
+def _kept(report: Any, db: str, table: str, column: str) -> bool:
+    """Whether the apply reported ``column`` of ``db.table`` kept in its target (not dropped)."""
+    return any(c.startswith(f"kept `{column}`") for c in report.tables[f"{db}.{table}"].schema_changes)
 
 
-def test_a_column_a_partition_spec_takes_values_from_is_not_dropped(
+def test_a_column_a_partition_spec_takes_values_from_stays_in_the_target(
     spark: SparkSession, mysql_server: MySqlTestServer, tmp_path: Path
 ) -> None:
-    """Iceberg refuses to drop a source column of the current partition spec or of the sort order, and
-    once a source column of an earlier spec is dropped, every MERGE touching that spec's files fails. A
-    window that would do any of it stops the table with the named error, its target left as it was,
-    while the other tables go on; the fix each message names lets the next apply take the window."""
+    """Iceberg refuses to drop a source column of the current partition spec, and once a source column
+    of an earlier spec is dropped (also by a replace), every later MERGE into the table fails. Such a
+    column is kept in the target, NULL from then on, and the windows go on; where the window needs its
+    name for a new column, or the table's sort order names a column, the table stops with the named
+    error, its target left as it was, while the other tables go on."""
     db = "apply_part_drops"
-    spans = "CREATE TABLE {db}.spans (id INT PRIMARY KEY, c DATE, v INT)"
     warehouse = Path(str(spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse")))
-    _create_part_drops(mysql_server, db, spans)
+    _create_part_drops(mysql_server, db)
     pipeline = SnapshotPipeline(mysql_server, tmp_path, "part_drops", TableSelection.of(f"{db}.*"), chunk_rows=100)
     pipeline.snapshot("run-1")
-    by_day = {f"{db}.logs": ["days(created)"], f"{db}.marks": ["truncate(2, tag)"], f"{db}.spans": ["days(c)"]}
-    by_bucket = {f"{db}.logs": ["bucket(2, id)"], f"{db}.marks": ["truncate(2, tag)"], f"{db}.spans": ["bucket(2, id)"]}
+    by_day = {f"{db}.logs": ["days(created)"], f"{db}.marks": ["truncate(2, tag)"]}
+    by_bucket = {f"{db}.logs": ["bucket(2, id)"], f"{db}.marks": ["truncate(2, tag)"]}
 
-    # Window 1 creates the targets partitioned; window 2 moves logs to bucket(2, id), so days(created)
-    # stays the spec of the files written before, and re-creates spans in MySQL, so its target is
-    # replaced: no live file has days(c) any more, but Iceberg keeps the spec.
+    # Window 1 creates the targets (logs and marks partitioned by the setting; zones and kinds and the
+    # sort order of orders by hand afterwards); window 2 moves logs to bucket(2, id), so days(created)
+    # stays the spec of the files written before.
     mysql_server.execute(f"UPDATE {db}.logs SET v = v + 100 WHERE id < 10", f"UPDATE {db}.marks SET v = 0")
     assert pipeline.capture("run-1").window_id == 1
     apply(spark, pipeline, 1, partitioning=by_day)
     assert spec_fields(warehouse, "logs", db) == [("day", "created")]
-    spark.sql(f"ALTER TABLE {CATALOG}.{db}.orders WRITE ORDERED BY placed")  # by hand, as a reader might want
-    mysql_server.execute(
-        f"INSERT INTO {db}.logs VALUES (41, '2026-12-01', 41)",
-        f"DROP TABLE {db}.spans",
-        spans.format(db=db),
-        f"INSERT INTO {db}.spans VALUES " + ", ".join(f"({i}, '2026-02-{i:02d}', {i})" for i in range(1, 11)),
-    )
+    spark.sql(f"ALTER TABLE {CATALOG}.{db}.orders WRITE ORDERED BY placed")
+    spark.sql(f"ALTER TABLE {CATALOG}.{db}.zones ADD PARTITION FIELD region")
+    spark.sql(f"ALTER TABLE {CATALOG}.{db}.kinds ADD PARTITION FIELD bucket(2, k)")
+    mysql_server.execute(f"INSERT INTO {db}.logs VALUES (41, '2026-12-01', 41)", f"UPDATE {db}.zones SET v = -v")
     assert pipeline.capture("run-2").window_id == 2
     apply(spark, pipeline, 2, partitioning=by_bucket)
     assert spec_fields(warehouse, "logs", db) == [("bucket[2]", "id")]
-    assert spec_fields(warehouse, "spans", db) == [("bucket[2]", "id")]
-    spans_metadata = _static(warehouse, "spans", db).metadata
-    c_id = _static(warehouse, "spans", db).schema().find_field("c").field_id
-    assert any(f.source_id == c_id for spec in spans_metadata.partition_specs for f in spec.fields)
-    _equal(mysql_server, warehouse, "logs", "marks", "plain", "orders", db=db)
-    stopped = ("logs", "marks", "orders", "spans")
+    _equal(mysql_server, warehouse, "logs", "marks", "plain", "orders", "zones", db=db)
+    stopped = ("marks", "orders", "kinds")
     before = {t: _static(warehouse, t, db).current_snapshot().snapshot_id for t in stopped}
 
     # Window 3: MySQL drops logs.created (an earlier spec's source), replaces marks.tag (the current
-    # spec's source) by a new column of that name, drops orders.placed (its sort order's column),
-    # spans.c (the source of the spec no live file has) and plain.b (nothing's).
+    # spec's source) by a new column of that name, drops orders.placed (its sort order's column) and
+    # plain.b (nothing's), re-creates zones without region (its spec's source) and kinds with k a string.
     mysql_server.execute(
         f"ALTER TABLE {db}.logs DROP COLUMN created",
         f"UPDATE {db}.logs SET v = -v WHERE id % 3 = 0",
@@ -265,40 +245,57 @@ def test_a_column_a_partition_spec_takes_values_from_is_not_dropped(
         f"ALTER TABLE {db}.orders DROP COLUMN placed",
         f"UPDATE {db}.orders SET v = v * 2 WHERE id > 15",
         f"ALTER TABLE {db}.plain DROP COLUMN b",
-        f"ALTER TABLE {db}.spans DROP COLUMN c",
-        f"UPDATE {db}.spans SET v = -v WHERE id < 4",
         f"UPDATE {db}.plain SET a = a * 10",
+        f"DROP TABLE {db}.zones",
+        f"CREATE TABLE {db}.zones (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {db}.zones VALUES " + ", ".join(f"({i}, {i * 7})" for i in range(1, 11)),
+        f"DROP TABLE {db}.kinds",
+        f"CREATE TABLE {db}.kinds (id INT PRIMARY KEY, k VARCHAR(5))",
+        f"INSERT INTO {db}.kinds VALUES (1, 'one')",
     )
     assert pipeline.capture("run-3").window_id == 3
-    refused = run_apply(spark, config(pipeline, 3, partitioning=by_bucket, drop_dropped_columns=True))
-    assert sorted(refused.failed) == [f"{db}.{t}" for t in stopped], refused.tables
-    _assert_refused(refused, warehouse, db, before)
-    _equal(mysql_server, warehouse, "plain", db=db)
+    third = run_apply(spark, config(pipeline, 3, partitioning=by_bucket, drop_dropped_columns=True))
+    assert sorted(third.failed) == sorted(f"{db}.{t}" for t in stopped), third.tables
+    _assert_stopped(third, warehouse, db, before)
+    assert _kept(third, db, "logs", "created") and _kept(third, db, "zones", "region"), third.tables
+    assert not _kept(third, db, "plain", "b")
+    _equal(mysql_server, warehouse, "logs", "plain", "zones", db=db)
+    assert "created" in _static(warehouse, "logs", db).schema().column_names
+    assert "region" in _static(warehouse, "zones", db).schema().column_names
     assert "b" not in _static(warehouse, "plain", db).schema().column_names
 
-    # The fixes the messages name. orders unsorted: the next run drops the column and applies the window.
+    # The fix the sort order's message names: the next run drops the column and applies the window.
     spark.sql(f"ALTER TABLE {CATALOG}.{db}.orders WRITE UNORDERED")
     unsorted = run_apply(spark, config(pipeline, 3, partitioning=by_bucket, drop_dropped_columns=True))
-    assert sorted(unsorted.failed) == [f"{db}.logs", f"{db}.marks", f"{db}.spans"], unsorted.tables
+    assert sorted(unsorted.failed) == [f"{db}.kinds", f"{db}.marks"], unsorted.tables
     _equal(mysql_server, warehouse, "orders", db=db)
     assert "placed" not in _static(warehouse, "orders", db).schema().column_names
-    # logs and spans with drop_dropped_columns=False: the columns stay (NULL from then on) and the
-    # window's updates and deletes, of logs' files under the earlier spec too, are merged. marks stays
-    # stopped.
-    kept = run_apply(spark, config(pipeline, 3, partitioning=by_bucket))
-    assert kept.failed == [f"{db}.marks"], kept.tables
-    _equal(mysql_server, warehouse, "logs", "plain", "orders", "spans", db=db)
-    assert "created" in _static(warehouse, "logs", db).schema().column_names
-    assert "c" in _static(warehouse, "spans", db).schema().column_names
 
-    # Window 4: both keep taking updates and deletes.
+    # Window 4: the kept columns' tables keep taking updates and deletes (files of the earlier specs too).
     mysql_server.execute(
-        f"UPDATE {db}.spans SET v = v + 1000",
-        f"DELETE FROM {db}.spans WHERE id = 7",
+        f"UPDATE {db}.zones SET v = v + 1000",
+        f"DELETE FROM {db}.zones WHERE id = 7",
         f"UPDATE {db}.logs SET v = 0 WHERE id < 20",
         f"DELETE FROM {db}.logs WHERE id = 30",
     )
     assert pipeline.capture("run-4").window_id == 4
-    later = run_apply(spark, config(pipeline, 4, partitioning=by_bucket))
-    assert later.failed == [f"{db}.marks"], later.tables
-    _equal(mysql_server, warehouse, "logs", "spans", db=db)
+    later = run_apply(spark, config(pipeline, 4, partitioning=by_bucket, drop_dropped_columns=True))
+    assert sorted(later.failed) == [f"{db}.kinds", f"{db}.marks"], later.tables
+    _equal(mysql_server, warehouse, "logs", "zones", "plain", "orders", db=db)
+
+
+def _assert_stopped(report: Any, warehouse: Path, db: str, before: dict[str, int]) -> None:
+    """The named errors of the tables the window cannot change, and their targets as they were."""
+    marks, orders, kinds = (report.tables[f"{db}.{t}"] for t in ("marks", "orders", "kinds"))
+    assert {r.error_class for r in (marks, orders, kinds)} == {"UnsupportedSchemaChangeError"}
+    assert "column 'tag' cannot be dropped" in marks.error and "truncate(2, `tag`)" in marks.error, marks.error
+    assert "needs its name for a new column" in marks.error and "re-snapshot" in marks.error
+    assert "DROP COLUMN tag" in marks.error and "window 3 of pipeline 'part_drops'" in marks.error
+    assert "column 'placed' cannot be dropped" in orders.error and "sort order names it" in orders.error
+    assert "WRITE UNORDERED" in orders.error, orders.error
+    assert "column 'k'" in kinds.error and "bucket(2, `k`)" in kinds.error, kinds.error
+    assert "comes back as string instead of int" in kinds.error and "resnapshot=" in kinds.error
+    for table, snapshot_id in before.items():  # left as they were: no commit, the column still there
+        assert _static(warehouse, table, db).current_snapshot().snapshot_id == snapshot_id
+    assert "tag" in _static(warehouse, "marks", db).schema().column_names
+    assert "placed" in _static(warehouse, "orders", db).schema().column_names
