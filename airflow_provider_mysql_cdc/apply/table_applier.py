@@ -454,7 +454,7 @@ class TableApplier:
             held.append(
                 f"a partition spec of the target ({fields}) takes values from it (Iceberg keeps every spec a table "
                 f"had, and cannot drop such a column and still merge into the table), but {step.describe()} "
-                "needs its name for a new column"
+                "needs its name for another column"
             )
         if any(int(f.sourceId()) == source_id for f in table.sortOrder().fields()):
             held.append(
