@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_mysql_cdc.core.ddl import with_lower_case_names
+from airflow_provider_mysql_cdc.core.ddl_charsets import charset_of_collation
 from airflow_provider_mysql_cdc.core.ddl_parser import parse_ddl
 from airflow_provider_mysql_cdc.core.ddl_statements import (
     AddColumn,
@@ -352,6 +353,13 @@ class SchemaTracker:
 
     # -- DDL --------------------------------------------------------------------------------------
 
+    def _database_defaults_of(self, statement: DatabaseDdl) -> None:
+        """Follow a CREATE/ALTER DATABASE's defaults for the tables created after it (COLLATE alone sets
+        the character set too: the collation's)."""
+        if statement.kind != "drop" and (statement.charset or statement.collation):
+            charset = statement.charset or charset_of_collation(statement.collation or "")
+            self.database_defaults[statement.database] = (charset, statement.collation)
+
     def on_statement(
         self,
         sql: str,
@@ -368,8 +376,8 @@ class SchemaTracker:
         (``explicit_timestamp_defaults``: the statement's session ``explicit_defaults_for_timestamp``;
         ``text_problem``: why ``sql`` may not be the text MySQL read, which re-reads every table)."""
         statement = self._parse(sql, database, sql_mode, explicit_timestamp_defaults, text_problem)
-        if isinstance(statement, DatabaseDdl) and statement.kind != "drop" and statement.charset:
-            self.database_defaults[statement.database] = (statement.charset, statement.collation)
+        if isinstance(statement, DatabaseDdl):
+            self._database_defaults_of(statement)
         if isinstance(statement, OtherDdl):
             return StatementOutcome()
         named = self._named_tables(statement)

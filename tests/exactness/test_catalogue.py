@@ -500,6 +500,28 @@ def test_convert_to_another_character_set(pipeline_for: NewPipeline) -> None:
     )
 
 
+def test_alter_database_collate_alone_then_a_table_created_in_its_character_set(pipeline_for: NewPipeline) -> None:
+    """``ALTER DATABASE ... COLLATE`` alone sets the database's character set too (the collation's): a
+    table created after it in the same window is latin1 while the database is utf8mb4 again when the
+    window is captured; then its column, which a stored ``LENGTH`` reads, is converted to utf8mb4 (the
+    characters stay, their bytes do not), and rows follow in both windows."""
+    pipeline = pipeline_for("CREATE TABLE {db}.seed (id INT PRIMARY KEY)", "INSERT INTO {db}.seed VALUES (1)")
+    run_windows(
+        pipeline,
+        [
+            [
+                "ALTER DATABASE {db} COLLATE latin1_swedish_ci",
+                "CREATE TABLE {db}.latin (id INT PRIMARY KEY, s VARCHAR(10), g_bytes INT AS (LENGTH(s)) STORED)",
+                "INSERT INTO {db}.latin (id, s) VALUES (1, 'ABÇ'), (2, 'abc')",
+                "ALTER DATABASE {db} COLLATE utf8mb4_0900_ai_ci",
+                "ALTER TABLE {db}.latin MODIFY s VARCHAR(10) CHARACTER SET utf8mb4",
+                "INSERT INTO {db}.latin (id, s) VALUES (3, 'é')",
+            ],
+            ["UPDATE {db}.latin SET s = 'xÿ€' WHERE id = 2"],
+        ],
+    )
+
+
 # -- tables ---------------------------------------------------------------------------------------
 
 

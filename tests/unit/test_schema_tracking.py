@@ -269,3 +269,19 @@ def test_a_table_created_without_a_named_engine_is_asked_about(store: FrontierSt
     (event,) = run("ALTER TABLE t ENGINE=InnoDB").events
     assert event.kind == "rebuild" and event.reason.startswith(UNKNOWN_ENGINE_REASON), event.reason
     assert run.tracker.rebuilds_pending().keys() == {"db.bh", "db.t"}
+
+
+def test_alter_database_collate_alone_sets_the_character_set_of_tables_created_after_it(store: FrontierStore) -> None:
+    """MySQL takes the character set from the collation when ALTER DATABASE names only a collation."""
+    track = SchemaTracker(
+        store, "p", 1, TableSelection.of(["db.*"]), record=True, database_defaults={"db": ("utf8mb4", None)}
+    )
+    run = Statements(track)
+    run("ALTER DATABASE db COLLATE latin1_swedish_ci")
+    run("CREATE TABLE latin (id INT PRIMARY KEY, s VARCHAR(10))")
+    run("ALTER DATABASE db CHARACTER SET utf8mb4")
+    run("CREATE TABLE wide (id INT PRIMARY KEY, s VARCHAR(10))")
+    run("ALTER DATABASE db READ ONLY = 0")  # no defaults: they stay
+    run("CREATE TABLE still (id INT PRIMARY KEY, s VARCHAR(10))")
+    charsets = {name: (track.specs("db", name) or ((), ()))[0][1].charset for name in ("latin", "wide", "still")}
+    assert charsets == {"latin": "latin1", "wide": "utf8mb4", "still": "utf8mb4"}
