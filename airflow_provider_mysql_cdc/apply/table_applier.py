@@ -145,6 +145,19 @@ def _field_text(transform: str, column: str) -> str:
     return field.sql() if field is not None else f"{transform}({column})"
 
 
+def _fields_by_source(table: Any) -> dict[str, str]:
+    """The columns of an Iceberg table that a partition spec it has had (Iceberg keeps every one) takes
+    values from, each with those fields as Spark SQL writes them."""
+    schema = table.schema()
+    fields: dict[str, list[str]] = {}
+    for spec in table.specs().values():
+        for f in spec.fields():
+            column = schema.findColumnName(f.sourceId())
+            if column is not None:
+                fields.setdefault(str(column), []).append(_field_text(str(f.transform().toString()), str(column)))
+    return {column: ", ".join(dict.fromkeys(texts)) for column, texts in fields.items()}
+
+
 def read_applied_state(spark: SparkSession, name: str) -> tuple[int | None, AppliedState | None]:
     """Refresh the cached table ``name``, then return its current Iceberg snapshot id (None before its
     first commit) and the newest CDC state its history records (None when no apply wrote it); the
@@ -432,22 +445,10 @@ class TableApplier:
         if field is None:
             return True
         source_id = int(field.fieldId())
-        fields = ", ".join(
-            dict.fromkeys(
-                _field_text(str(f.transform().toString()), column)
-                for spec in table.specs().values()
-                for f in spec.fields()
-                if int(f.sourceId()) == source_id
-            )
-        )
+        fields = _fields_by_source(table).get(str(field.name()), "")
         if fields and column.lower() not in final_names:
             kept.add(column.lower())
-            note = (
-                f"kept {quote(column)} in {name} (NULL from now on): a partition spec of the target ({fields}) "
-                "takes values from it, and Iceberg cannot drop such a column and still merge into the table"
-            )
-            log.warning("%s: %s", self.table_name, note)
-            self.report.schema_changes.append(note)
+            self._report_kept(name, column, fields)
             return False
         held = []
         if fields:
@@ -706,7 +707,7 @@ class TableApplier:
             wanted = fields_that_fit(self._partition_fields(self.target), types)
         kept = self._partition_sources_to_keep(step, types)
         view = self._view_name("cdc_replace")
-        projection = [quote(c) for c in columns] + [f"CAST(NULL AS {t}) AS {quote(c)}" for c, t in kept]
+        projection = [quote(c) for c in columns] + [f"CAST(NULL AS {t}) AS {quote(c)}" for c, t, _ in kept]
         source.where(f"{OP_COLUMN} != 'd'").selectExpr(*projection).createOrReplaceTempView(view)
         statement = (
             f"CREATE OR REPLACE TABLE {self.target} USING iceberg{partition_clause(wanted)} "
@@ -718,43 +719,38 @@ class TableApplier:
         finally:
             self.spark.catalog.dropTempView(view)
         self.report.schema_changes.append(f"replaced {self.target} ({step.describe()})")
-        for column, _ in kept:
-            note = (
-                f"kept {quote(column)} in {self.target} (NULL): a partition spec the target had takes values from "
-                "it, and Iceberg keeps every spec a table had, so without the column no MERGE into it would work"
-            )
-            log.warning("%s: %s", self.table_name, note)
-            self.report.schema_changes.append(note)
+        for column, _, fields in kept:
+            self._report_kept(self.target, column, fields)
 
-    def _partition_sources_to_keep(self, step: TableStep, types: Mapping[str, str]) -> list[tuple[str, str]]:
-        """The target's columns (name, Spark type) that a partition spec it has had takes values from and
+    def _report_kept(self, name: str, column: str, fields: str) -> None:
+        """Log and report that the target ``name`` keeps ``column`` (a source of partition ``fields``)."""
+        note = (
+            f"kept {quote(column)} in {name} (NULL from now on): a partition spec the target has had ({fields}) "
+            "takes values from it, and Iceberg cannot drop such a column and still merge into the table"
+        )
+        log.warning("%s: %s", self.table_name, note)
+        self.report.schema_changes.append(note)
+
+    def _partition_sources_to_keep(self, step: TableStep, types: Mapping[str, str]) -> list[tuple[str, str, str]]:
+        """The target's columns (name, Spark type, fields) that a partition spec it has had takes values from and
         the rows replacing it lack: the replaced table keeps them (NULL), since Iceberg keeps every spec
         a table had and a table without one's source column takes no MERGE. Raise
         :class:`UnsupportedSchemaChangeError` for such a column the rows have under another type (with
         a type the spec cannot take, the replace fails in Iceberg; other types are not tried)."""
-        table = self._iceberg_table()
-        schema = table.schema()
-        fields_by_column: dict[str, list[str]] = {}
-        for spec in table.specs().values():
-            for f in spec.fields():
-                column = schema.findColumnName(f.sourceId())
-                if column is not None:
-                    text = _field_text(str(f.transform().toString()), str(column))
-                    fields_by_column.setdefault(str(column), []).append(text)
         target_types = dict(self._columns(self.target))
         new_types = {c.lower(): t for c, t in types.items()}
-        kept: list[tuple[str, str]] = []
-        for column, fields in sorted(fields_by_column.items()):
+        kept: list[tuple[str, str, str]] = []
+        for column, fields in sorted(_fields_by_source(self._iceberg_table()).items()):
             old, new = target_types.get(column), new_types.get(column.lower())
             if old is None:  # a nested field: the apply's tables have none
                 continue
             if new is None:
-                kept.append((column, old))
+                kept.append((column, old, fields))
             elif new != old:
                 raise UnsupportedSchemaChangeError(
                     f"{self.table_name} -> {self.target}: {step.describe()} replaces the target, but column "
                     f"{column!r}, which a partition spec the target had takes values from "
-                    f"({', '.join(dict.fromkeys(fields))}), comes back as {new} instead of {old}: Iceberg keeps every "
+                    f"({fields}), comes back as {new} instead of {old}: Iceberg keeps every "
                     "spec a table had, and the apply does not give a spec's source column another type (with a type "
                     f"the spec cannot take, the replace fails in Iceberg). Nothing of {step.describe()} was applied "
                     "to the table. The table is stopped, the other tables go on: drop the target "
