@@ -40,6 +40,16 @@ class ColumnAlteration:
     column: str
     new_name: str = ""
 
+    @property
+    def changes_case_only(self) -> bool:
+        """A rename whose names differ only in letter case (``RENAME COLUMN v TO V``): Spark compares
+        column names without case and refuses it ("`V` already exists"), so it goes to Iceberg itself."""
+        return (
+            self.action == "rename"
+            and self.column != self.new_name
+            and _fold_key(self.column) == _fold_key(self.new_name)
+        )
+
     def sql(self, target: str) -> str:
         """The Spark SQL statement on ``target`` (a quoted table name)."""
         from airflow_provider_mysql_cdc.apply.plan import quote

@@ -407,7 +407,10 @@ class TableApplier:
                 continue
             statement = alteration.sql(name)
             log.info("%s: %s", self.table_name, statement)
-            self.spark.sql(statement)
+            if alteration.changes_case_only:  # one schema commit, as the statement would have made
+                self._iceberg_table(name).updateSchema().renameColumn(alteration.column, alteration.new_name).commit()
+            else:
+                self.spark.sql(statement)
             self.report.schema_changes.append(statement)
         try:
             changes = plan_schema_changes(self._columns(name), columns, self.config.drop_dropped_columns)

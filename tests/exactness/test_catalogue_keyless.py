@@ -97,7 +97,8 @@ def test_a_table_without_a_key_created_inside_a_window(pipeline_for: NewPipeline
 
 def test_schema_changes_of_a_table_without_a_key(pipeline_for: NewPipeline) -> None:
     """ADD COLUMN with a default (every existing copy gets it), DROP COLUMN (copies that differed only in
-    it become identical), a rename, and a TRUNCATE followed by new copies in one window."""
+    it become identical), a rename (then one of letter case only), and a TRUNCATE followed by new copies
+    in one window."""
     pipeline = pipeline_for(
         "CREATE TABLE {db}.evolve (a INT, b VARCHAR(10))",
         "INSERT INTO {db}.evolve VALUES (1, 'x'), (1, 'y'), (1, 'y'), (2, 'z')",
@@ -115,6 +116,8 @@ def test_schema_changes_of_a_table_without_a_key(pipeline_for: NewPipeline) -> N
                 "DELETE FROM {db}.evolve WHERE a = 1 LIMIT 1",
                 "ALTER TABLE {db}.evolve RENAME COLUMN c TO c2",
                 "UPDATE {db}.evolve SET c2 = 8 WHERE a = 2 LIMIT 1",
+                "ALTER TABLE {db}.evolve RENAME COLUMN c2 TO C2",
+                "UPDATE {db}.evolve SET C2 = 9 WHERE a = 2 LIMIT 1",
             ],
             [
                 "INSERT INTO {db}.evolve VALUES (3, 3)",

@@ -165,6 +165,14 @@ def test_renames_of_one_statement_happen_together() -> None:
 def test_a_change_of_case_only_is_one_rename() -> None:
     changes = plan_window_changes(["id", "name"], [renamed(2, 2, "name", "Name")], {1: "id", 2: "Name"})
     assert changes.alterations == (ColumnAlteration("rename", "name", "Name"),)
+    assert changes.alterations[0].changes_case_only  # Spark refuses it; the applier asks Iceberg
+
+
+def test_only_a_rename_within_letter_case_changes_case_only() -> None:
+    assert not ColumnAlteration("rename", "name", "label").changes_case_only
+    assert not ColumnAlteration("rename", "name", "name").changes_case_only
+    assert not ColumnAlteration("drop", "Name").changes_case_only
+    assert not ColumnAlteration("rename", "__cdc_rename_0_name", "Name").changes_case_only
 
 
 def test_a_reset_after_a_rebuild_makes_the_rebuild_moot() -> None:
