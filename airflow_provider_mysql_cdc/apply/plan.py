@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from airflow_provider_mysql_cdc.core.schema_events import REBUILD, SchemaEvent
+from airflow_provider_mysql_cdc.core.schema_events import REBUILD, RESET, SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest
 from airflow_provider_mysql_cdc.errors import (
     AppliedStateExpiredError,
@@ -203,10 +203,20 @@ def rebuild_note(window_id: int, event: SchemaEvent) -> str:
     return f"{event.error_class}: {note}" if event.error_class else note
 
 
+def _after_last_reset(events: Sequence[SchemaEvent]) -> list[SchemaEvent]:
+    """The events after the last ``reset`` (all when there is none), in binlog order: before it the
+    table was dropped, renamed away or created anew, so nothing there counts any more (a rebuild it
+    waited for included), as in :func:`~airflow_provider_mysql_cdc.apply.schema_alignment.plan_window_changes`."""
+    ordered = sorted(events, key=lambda event: event.seq)
+    resets = [index for index, event in enumerate(ordered) if event.kind == RESET]
+    return ordered[resets[-1] + 1 :] if resets else ordered
+
+
 def _rebuild_note(manifest: StagingManifest, events: Sequence[SchemaEvent]) -> str:
-    """The ``rebuild_pending`` text of the first ``rebuild`` event among ``events``, or ""."""
-    for event in events:
-        if event.kind == "rebuild":
+    """The ``rebuild_pending`` text of the first ``rebuild`` event after the last ``reset`` among
+    ``events``, or ""."""
+    for event in _after_last_reset(events):
+        if event.kind == REBUILD:
             return rebuild_note(manifest.window_id, event)
     return ""
 
@@ -236,9 +246,15 @@ def _load_steps(
     return steps, state
 
 
-def _require_not_waiting(table_name: str, pipeline: str, current: AppliedState, window_id: int) -> None:
+def _require_not_waiting(
+    table_name: str, pipeline: str, current: AppliedState, window_id: int, events: Sequence[SchemaEvent]
+) -> None:
     """Raise when the table waits for a rebuild that window ``window_id`` does not bring (no new snapshot
-    governs it): :class:`TableWithoutKeyError` when it lost its key, :class:`RebuildPendingError` else."""
+    governs it): :class:`TableWithoutKeyError` when it lost its key, :class:`RebuildPendingError` else.
+    A ``reset`` among the window's ``events`` of the table makes the wait moot (dropped or renamed away
+    before a snapshot could read it: the target is replaced by what follows the reset)."""
+    if any(event.kind == RESET for event in events):
+        return
     if current.rebuild_pending.startswith(f"{TableWithoutKeyError.__name__}: "):
         raise TableWithoutKeyError(
             f"{table_name} stops since {current.rebuild_pending.split(': ', 1)[1]}; window {window_id} of "
@@ -346,8 +362,8 @@ def plan_table(
                 )
             load, current = _load_steps(table_name, loaded, current, 0, chunks_per_commit)
             steps += load
-        _require_not_waiting(table_name, pipeline, current, window_id)
         files, truncate_seq, events = _table_changes(manifest, table_name)
+        _require_not_waiting(table_name, pipeline, current, window_id, events)
         # Nothing for this table (a TRUNCATE of a table that never held rows is nothing), or a rebuild of
         # a table without target that its own run reported (the metadata store holds the request).
         nothing = not files and not events and (truncate_seq is None or current == AppliedState(pipeline))

@@ -590,6 +590,44 @@ def test_rename_table(pipeline_for: NewPipeline) -> None:
     )
 
 
+def test_tables_renamed_away_and_back_or_dropped_while_waiting_for_a_rebuild(pipeline_for: NewPipeline) -> None:
+    """A table renamed onto a new name waits for a fresh snapshot under it; when that name is renamed
+    away again (back to the old one, here in another letter case) or the table waiting for a rebuild is
+    dropped before the snapshot could read it, the wait is moot: the name's target is emptied. (The
+    name stopped every later window with RebuildPendingError.) Away and back inside one window too."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.orders VALUES (1, 1), (2, 2)",
+        "CREATE TABLE {db}.items (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO {db}.items VALUES (1, 1)",
+        "CREATE TABLE {db}.logs (id INT PRIMARY KEY, v VARCHAR(10))",
+        "INSERT INTO {db}.logs VALUES (1, '10'), (2, '20')",
+    )
+    run_windows(
+        pipeline,
+        [
+            [
+                "INSERT INTO {db}.orders VALUES (3, 3)",
+                "RENAME TABLE {db}.orders TO {db}.Orders",
+                "UPDATE {db}.Orders SET v = 9 WHERE id = 1",
+                "RENAME TABLE {db}.items TO {db}.items_tmp",
+                "UPDATE {db}.items_tmp SET v = 5 WHERE id = 1",
+                "RENAME TABLE {db}.items_tmp TO {db}.items",
+                "ALTER TABLE {db}.logs MODIFY v INT",
+            ],
+            [
+                "INSERT INTO {db}.Orders VALUES (4, 4)",
+                "RENAME TABLE {db}.Orders TO {db}.orders",
+                "DELETE FROM {db}.orders WHERE id = 2",
+                "INSERT INTO {db}.items VALUES (2, 2)",
+                "UPDATE {db}.logs SET v = 11 WHERE id = 1",
+                "DROP TABLE {db}.logs",
+            ],
+            ["UPDATE {db}.orders SET v = 7 WHERE id = 4", "UPDATE {db}.items SET v = 6 WHERE id = 2"],
+        ],
+    )
+
+
 def test_rename_tables_swapped_through_a_temporary_name(pipeline_for: NewPipeline) -> None:
     """One statement swaps a and b; three statements swap c and d."""
     pipeline = pipeline_for(

@@ -504,6 +504,25 @@ def test_a_table_waiting_for_its_rebuild_stops_until_a_snapshot_governs_it() -> 
     assert all(not step.after.rebuild_pending for step in steps)
 
 
+def test_a_reset_of_a_table_waiting_for_its_rebuild_makes_the_wait_moot() -> None:
+    """Renamed away or dropped before a snapshot could read it: the window applies (its reset empties
+    the target) and the table no longer waits; a rebuild after the reset still counts."""
+    state = AppliedState(P, 2, upper(2), "000001", 5, 5, rebuild_pending="window 2 (GTID x): renamed from db.s")
+    reset = schema_event("reset", cdc_seq(3, 4), reason="renamed to db.s")
+    (step,) = plan(state, [3], [with_events(window(3, "t"), reset)], [snapshot()])
+    assert shape([step]) == [("window", 3, 1, None)] and not step.after.rebuild_pending
+    rebuild = schema_event("rebuild", cdc_seq(3, 2), reason="renamed from db.s")
+    (step,) = plan(
+        AppliedState(P, 2, upper(2), "000001", 5, 5), [3], [with_events(window(3), rebuild, reset)], [snapshot()]
+    )
+    assert not step.after.rebuild_pending  # renamed onto the name, then away again in one window
+    again = schema_event("rebuild", cdc_seq(3, 6), reason="renamed from db.u")
+    (step,) = plan(state, [3], [with_events(window(3), rebuild, reset, again)], [snapshot()])
+    assert step.after.rebuild_pending.endswith("renamed from db.u")
+    with pytest.raises(RebuildPendingError):  # without a reset it still waits
+        plan(state, [3], [with_events(window(3, "t"), schema_event("truncated", cdc_seq(3, 1)))], [snapshot()])
+
+
 # -- plan_table: a table without target that waits for its first snapshot -------------------------
 
 
