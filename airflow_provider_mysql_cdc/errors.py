@@ -42,8 +42,10 @@ class ConfigurationError(TerminalCdcError, ValueError):
 
 
 class UnsupportedNameError(ConfigurationError):
-    """Raised when a selected table's database name holds a dot: the package names a table
-    ``database.table``, so the name would be read as another database's table."""
+    """Raised when a selected table's name or a column's cannot be followed: a database name with a dot
+    (the package names a table ``database.table``, so it would be read as another database's table), a
+    slash in a database or table name, a column with the staging prefix or named like one of Iceberg's
+    metadata columns."""
 
 
 class MissingDependencyError(TerminalCdcError, ImportError):

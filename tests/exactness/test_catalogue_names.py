@@ -198,6 +198,41 @@ def test_a_column_named_with_the_staging_prefix_stops_the_snapshot_and_the_captu
     assert "['__cdc_x']" in error.message, error.message
 
 
+def test_a_column_named_like_an_iceberg_metadata_column_stops_the_snapshot_and_the_capture_by_name(
+    pipeline_for: NewPipeline, mysql_server: MySqlTestServer
+) -> None:
+    """Every MERGE and DELETE into a target with a column ``_file`` or ``_pos`` (in any case) failed in
+    Spark's analyser ("Row ID attributes cannot be nullable"), ``_spec_id`` and ``_partition`` too, and
+    a table without a key with any of Iceberg's metadata column names: the table could never be applied.
+    The snapshot that meets one stops with :class:`UnsupportedNameError` naming it, and so does a window
+    in which one is added."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.files (id INT PRIMARY KEY, `_File` VARCHAR(10), `_pos` INT)",
+        "INSERT INTO {db}.files VALUES (1, 'a', 1)",
+    )
+    database = pipeline.databases[0]
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.snapshot()
+    ((error),) = stopped.value.errors
+    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    assert f"{database}.files: the column name(s) ['_File', '_pos'] are names Iceberg" in error.message, error.message
+    assert f"exclude_tables=['{database}.files']" in error.message, error.message
+
+    mysql_server.execute(
+        f"ALTER TABLE `{database}`.files RENAME COLUMN `_File` TO file_name, RENAME COLUMN `_pos` TO pos"
+    )
+    pipeline.snapshot()
+    mysql_server.execute(
+        f"ALTER TABLE `{database}`.files ADD COLUMN `_deleted` INT",
+        f"INSERT INTO `{database}`.files VALUES (2, 'b', 2, 0)",
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        pipeline.capture_next()
+    ((error),) = stopped.value.errors
+    assert (error.stage, error.error_class) == ("capture", "UnsupportedNameError"), error
+    assert "['_deleted'] are names Iceberg" in error.message, error.message
+
+
 def test_a_table_named_with_a_slash_stops_the_snapshot_by_name(pipeline_for: NewPipeline) -> None:
     """Staged files are named ``<database>.<table>/...``: a table ``../../00000001/t`` would write into
     another window's directory. A selected table whose name holds a slash stops with

@@ -150,6 +150,20 @@ def test_column_names_with_the_reserved_prefixes_are_refused_by_name_in_any_case
             require_unreserved_column_names("shop.t", [ColumnSpec("id", "int"), ColumnSpec(name, "int")])
 
 
+def test_iceberg_metadata_column_names_are_refused_by_name_in_any_case() -> None:
+    from airflow_provider_mysql_cdc.core.types import require_unreserved_column_names
+    from airflow_provider_mysql_cdc.errors import UnsupportedNameError
+
+    require_unreserved_column_names(
+        "shop.t", [ColumnSpec(n, "int") for n in ("file", "_files", "pos_", "_change_type")]
+    )
+    for name in ("_file", "_POS", "_Spec_Id", "_partition", "_deleted", "_row_id", "_last_updated_sequence_number"):
+        with pytest.raises(
+            UnsupportedNameError, match=rf"^shop\.t: the column name\(s\) \['{name}'\] are names Iceberg"
+        ):
+            require_unreserved_column_names("shop.t", [ColumnSpec("id", "int"), ColumnSpec(name, "int")])
+
+
 def test_fingerprint_is_stable() -> None:
     # A constant: the fingerprint names staging directories and schema history rows across runs.
     assert schema_fingerprint(SPECS) == schema_fingerprint(list(SPECS))
