@@ -45,7 +45,7 @@ class UnsupportedNameError(ConfigurationError):
     """Raised when a selected table's name or a column's cannot be followed: a database name with a dot
     (the package names a table ``database.table``, so it would be read as another database's table), a
     slash in a database or table name, a column with the staging prefix or named like one of Iceberg's
-    metadata columns."""
+    metadata columns Spark cannot merge into a target with."""
 
 
 class MissingDependencyError(TerminalCdcError, ImportError):

@@ -186,26 +186,22 @@ def arrow_type(spec: ColumnSpec) -> pa.DataType:
 #: apply's working columns' in Spark (which compares names case-insensitively).
 RESERVED_COLUMN_PREFIXES = ("_cdc_", "__cdc_")
 
-#: Names no table column may have (in any case): Iceberg's metadata columns (``MetadataColumns``).
-#: Seen with Spark 3.5 and Iceberg 1.10: every MERGE or DELETE into a target with a column ``_file`` or
-#: ``_pos`` fails ("Row ID attributes cannot be nullable"), with ``_spec_id`` or ``_partition`` too
-#: ("Provided metadata schema is incompatible"), and a table without a key fails with any of them
-#: ("Table column names conflict with names reserved for Iceberg metadata columns").
-ICEBERG_METADATA_COLUMN_NAMES = (
-    "_file",
-    "_pos",
-    "_deleted",
-    "_spec_id",
-    "_partition",
-    "_row_id",
-    "_last_updated_sequence_number",
-)
+#: Names of Iceberg's metadata columns (``MetadataColumns``) no table column may have, in any case.
+#: Seen with Spark 3.5 and Iceberg 1.10 on the apply's merge-on-read targets: every MERGE or DELETE into
+#: a target with a column ``_file`` or ``_pos`` fails ("Row ID attributes cannot be nullable"), with
+#: ``_spec_id`` or ``_partition`` too ("Provided metadata schema is incompatible").
+ICEBERG_METADATA_COLUMN_NAMES = ("_file", "_pos", "_spec_id", "_partition")
+#: The other metadata column names, which a table without a key may not have either: its apply fails
+#: with any of them ("Table column names conflict with names reserved for Iceberg metadata columns");
+#: a table with a key takes them.
+ICEBERG_METADATA_COLUMN_NAMES_WITHOUT_KEY = ("_deleted", "_row_id", "_last_updated_sequence_number")
 
 
 def require_unreserved_column_names(table_name: str, specs: Iterable[ColumnSpec]) -> None:
     """Raise :class:`UnsupportedNameError` when a column of ``table_name`` has a reserved prefix (staged
     beside the columns this provider adds to each row, it would be taken for one of them) or the name
-    of one of Iceberg's metadata columns (Spark cannot merge into the target)."""
+    of one of Iceberg's metadata columns that Spark cannot merge into a target with (some only without
+    a key: no column of ``specs`` in the primary key)."""
     specs = list(specs)
     prefixed = [spec.name for spec in specs if spec.name.lower().startswith(RESERVED_COLUMN_PREFIXES)]
     if prefixed:
@@ -215,13 +211,16 @@ def require_unreserved_column_names(table_name: str, specs: Iterable[ColumnSpec]
             "Spark; such a column would be taken for one of them. Nothing of the table was staged. Rename the "
             f"column(s), or leave the table out of the pipeline's selection (exclude_tables=[{table_name!r}])"
         )
-    metadata = [spec.name for spec in specs if spec.name.lower() in ICEBERG_METADATA_COLUMN_NAMES]
+    keyed = any(spec.primary_key for spec in specs)
+    names = ICEBERG_METADATA_COLUMN_NAMES + (() if keyed else ICEBERG_METADATA_COLUMN_NAMES_WITHOUT_KEY)
+    metadata = [spec.name for spec in specs if spec.name.lower() in names]
     if metadata:
         raise UnsupportedNameError(
             f"{table_name}: the column name(s) {metadata} are names Iceberg keeps for its metadata columns "
-            f"({', '.join(ICEBERG_METADATA_COLUMN_NAMES)}; Spark compares them in any case), so Spark's MERGE "
-            "and DELETE into the table's Iceberg target would fail. Nothing of the table was staged. Rename "
-            f"the column(s), or leave the table out of the pipeline's selection (exclude_tables=[{table_name!r}])"
+            f"({', '.join(names)} in a table {'with' if keyed else 'without'} a key; Spark compares them in "
+            "any case), so Spark's MERGE and DELETE into the table's Iceberg target would fail. Nothing of the "
+            "table was staged. Rename the column(s), or leave the table out of the pipeline's selection "
+            f"(exclude_tables=[{table_name!r}])"
         )
 
 

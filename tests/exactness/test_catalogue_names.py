@@ -202,8 +202,8 @@ def test_a_column_named_like_an_iceberg_metadata_column_stops_the_snapshot_and_t
     pipeline_for: NewPipeline, mysql_server: MySqlTestServer
 ) -> None:
     """Every MERGE and DELETE into a target with a column ``_file`` or ``_pos`` (in any case) failed in
-    Spark's analyser ("Row ID attributes cannot be nullable"), ``_spec_id`` and ``_partition`` too, and
-    a table without a key with any of Iceberg's metadata column names: the table could never be applied.
+    Spark's analyser ("Row ID attributes cannot be nullable"), and ``_spec_id`` or ``_partition`` too:
+    the table could never be applied.
     The snapshot that meets one stops with :class:`UnsupportedNameError` naming it, and so does a window
     in which one is added."""
     pipeline = pipeline_for(
@@ -223,14 +223,47 @@ def test_a_column_named_like_an_iceberg_metadata_column_stops_the_snapshot_and_t
     )
     pipeline.snapshot()
     mysql_server.execute(
-        f"ALTER TABLE `{database}`.files ADD COLUMN `_deleted` INT",
+        f"ALTER TABLE `{database}`.files ADD COLUMN `_PARTITION` INT",
         f"INSERT INTO `{database}`.files VALUES (2, 'b', 2, 0)",
     )
     with pytest.raises(WindowStopped) as stopped:
         pipeline.capture_next()
     ((error),) = stopped.value.errors
     assert (error.stage, error.error_class) == ("capture", "UnsupportedNameError"), error
-    assert "['_deleted'] are names Iceberg" in error.message, error.message
+    assert "['_PARTITION'] are names Iceberg" in error.message, error.message
+
+
+def test_iceberg_metadata_column_names_a_table_with_a_key_takes_and_one_without_does_not(
+    pipeline_for: NewPipeline,
+) -> None:
+    """``_deleted``, ``_row_id`` and ``_last_updated_sequence_number`` (a soft-delete flag, say) are
+    applied exactly in a table with a key; a table without a key fails in Spark with any of them
+    ("Table column names conflict with names reserved for Iceberg metadata columns"), so its snapshot
+    stops by name."""
+    pipeline = pipeline_for(
+        "CREATE TABLE {db}.soft (id INT PRIMARY KEY, `_deleted` TINYINT, `_Row_Id` INT, "
+        "`_last_updated_sequence_number` INT)",
+        "INSERT INTO {db}.soft VALUES (1, 0, 10, 100), (2, 0, 20, 200), (3, 1, 30, 300)",
+    )
+    run_windows(
+        pipeline,
+        [
+            [
+                "UPDATE {db}.soft SET `_deleted` = 1 WHERE id = 1",
+                "INSERT INTO {db}.soft VALUES (4, 0, 40, 400)",
+                "DELETE FROM {db}.soft WHERE id = 3",
+            ],
+            ["UPDATE {db}.soft SET `_Row_Id` = 21, `_last_updated_sequence_number` = 201 WHERE id = 2"],
+        ],
+    )
+    keyless = pipeline_for(
+        "CREATE TABLE {db}.flags (a INT, `_deleted` TINYINT)", "INSERT INTO {db}.flags VALUES (1, 0)", suffix="k"
+    )
+    with pytest.raises(WindowStopped) as stopped:
+        keyless.snapshot()
+    ((error),) = stopped.value.errors
+    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    assert "['_deleted'] are names Iceberg" in error.message and "without a key" in error.message, error.message
 
 
 def test_a_table_named_with_a_slash_stops_the_snapshot_by_name(pipeline_for: NewPipeline) -> None:

@@ -154,13 +154,17 @@ def test_iceberg_metadata_column_names_are_refused_by_name_in_any_case() -> None
     from airflow_provider_mysql_cdc.core.types import require_unreserved_column_names
     from airflow_provider_mysql_cdc.errors import UnsupportedNameError
 
+    key = ColumnSpec("id", "int", primary_key=True)
     require_unreserved_column_names(
         "shop.t", [ColumnSpec(n, "int") for n in ("file", "_files", "pos_", "_change_type")]
     )
-    for name in ("_file", "_POS", "_Spec_Id", "_partition", "_deleted", "_row_id", "_last_updated_sequence_number"):
-        with pytest.raises(
-            UnsupportedNameError, match=rf"^shop\.t: the column name\(s\) \['{name}'\] are names Iceberg"
-        ):
+    require_unreserved_column_names("shop.t", [key, *(ColumnSpec(n, "int") for n in ("_deleted", "_ROW_ID"))])
+    for name in ("_file", "_POS", "_Spec_Id", "_partition"):
+        for specs in ([key, ColumnSpec(name, "int")], [ColumnSpec("id", "int"), ColumnSpec(name, "int")]):
+            with pytest.raises(UnsupportedNameError, match=rf"^shop\.t: the column name\(s\) \['{name}'\] are names"):
+                require_unreserved_column_names("shop.t", specs)
+    for name in ("_deleted", "_Row_Id", "_last_updated_sequence_number"):  # only without a key
+        with pytest.raises(UnsupportedNameError, match=r"in a table without a key"):
             require_unreserved_column_names("shop.t", [ColumnSpec("id", "int"), ColumnSpec(name, "int")])
 
 
