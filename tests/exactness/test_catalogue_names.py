@@ -17,7 +17,7 @@ from airflow_provider_mysql_cdc.apply.contract import MaintenanceSpec
 from airflow_provider_mysql_cdc.apply.table_maintenance import run_maintenance
 from airflow_provider_mysql_cdc.verify.engine import VerifyRequest, verify_targets
 from tests.conftest import INSTANCE_PREFIX
-from tests.exactness.harness import ExactnessPipeline, WindowStopped
+from tests.exactness.harness import ExactnessPipeline, StopError, WindowStopped
 from tests.exactness.scenario import run_windows
 from tests.mysql_servers import MySqlTestServer, running_local
 from tests.spark_session import CATALOG
@@ -25,6 +25,16 @@ from tests.spark_session import CATALOG
 pytestmark = [pytest.mark.mysql, pytest.mark.spark]
 
 NewPipeline = Callable[..., ExactnessPipeline]
+
+
+def stopped_by_name(call: Callable[[], object], stage: str) -> StopError:
+    """The one error ``call`` (the harness's snapshot or capture) stops with, checked to be ``stage``'s
+    :class:`UnsupportedNameError`."""
+    with pytest.raises(WindowStopped) as stopped:
+        call()
+    ((error),) = stopped.value.errors
+    assert (error.stage, error.error_class) == (stage, "UnsupportedNameError"), error
+    return error
 
 
 def test_columns_named_with_dots_backquotes_spaces_letters_and_reserved_words(pipeline_for: NewPipeline) -> None:
@@ -145,10 +155,7 @@ def test_a_database_named_with_a_dot_stops_the_snapshot_and_the_capture_by_name(
         f"CREATE TABLE `{dotted}`.t (id INT PRIMARY KEY)",
     )
     try:
-        with pytest.raises(WindowStopped) as stopped:
-            pipeline.snapshot()
-        ((error),) = stopped.value.errors
-        assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+        error = stopped_by_name(pipeline.snapshot, "snapshot")
         assert f"`{dotted}`.`t` is selected" in error.message and "exclude_tables=" in error.message
 
         mysql_server.execute(f"DROP DATABASE `{dotted}`")
@@ -159,10 +166,7 @@ def test_a_database_named_with_a_dot_stops_the_snapshot_and_the_capture_by_name(
             f"INSERT INTO `{dotted}`.t VALUES (2)",
             f"INSERT INTO `{database}`.t VALUES (3)",
         )
-        with pytest.raises(WindowStopped) as stopped:
-            pipeline.capture_next()
-        ((error),) = stopped.value.errors
-        assert (error.stage, error.error_class) == ("capture", "UnsupportedNameError"), error
+        error = stopped_by_name(pipeline.capture_next, "capture")
         assert not list((pipeline.warehouse / database).glob("sub*")), "nothing of the dotted database lands"
     finally:
         mysql_server.execute(f"DROP DATABASE IF EXISTS `{dotted}`")
@@ -179,10 +183,7 @@ def test_a_column_named_with_the_staging_prefix_stops_the_snapshot_and_the_captu
         "CREATE TABLE {db}.mimic (id INT PRIMARY KEY, `_CDC_Note` TEXT)", "INSERT INTO {db}.mimic VALUES (1, 'a')"
     )
     database = pipeline.databases[0]
-    with pytest.raises(WindowStopped) as stopped:
-        pipeline.snapshot()
-    ((error),) = stopped.value.errors
-    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    error = stopped_by_name(pipeline.snapshot, "snapshot")
     assert f"{database}.mimic: the column name(s) ['_CDC_Note']" in error.message, error.message
     assert f"exclude_tables=['{database}.mimic']" in error.message, error.message
 
@@ -191,10 +192,7 @@ def test_a_column_named_with_the_staging_prefix_stops_the_snapshot_and_the_captu
     mysql_server.execute(
         f"ALTER TABLE `{database}`.mimic ADD COLUMN `__cdc_x` INT", f"INSERT INTO `{database}`.mimic VALUES (2, 'b', 2)"
     )
-    with pytest.raises(WindowStopped) as stopped:
-        pipeline.capture_next()
-    ((error),) = stopped.value.errors
-    assert (error.stage, error.error_class) == ("capture", "UnsupportedNameError"), error
+    error = stopped_by_name(pipeline.capture_next, "capture")
     assert "['__cdc_x']" in error.message, error.message
 
 
@@ -211,10 +209,7 @@ def test_a_column_named_like_an_iceberg_metadata_column_stops_the_snapshot_and_t
         "INSERT INTO {db}.files VALUES (1, 'a', 1)",
     )
     database = pipeline.databases[0]
-    with pytest.raises(WindowStopped) as stopped:
-        pipeline.snapshot()
-    ((error),) = stopped.value.errors
-    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    error = stopped_by_name(pipeline.snapshot, "snapshot")
     assert f"{database}.files: the column name(s) ['_File', '_pos'] are names Iceberg" in error.message, error.message
     assert f"exclude_tables=['{database}.files']" in error.message, error.message
 
@@ -226,10 +221,7 @@ def test_a_column_named_like_an_iceberg_metadata_column_stops_the_snapshot_and_t
         f"ALTER TABLE `{database}`.files ADD COLUMN `_PARTITION` INT",
         f"INSERT INTO `{database}`.files VALUES (2, 'b', 2, 0)",
     )
-    with pytest.raises(WindowStopped) as stopped:
-        pipeline.capture_next()
-    ((error),) = stopped.value.errors
-    assert (error.stage, error.error_class) == ("capture", "UnsupportedNameError"), error
+    error = stopped_by_name(pipeline.capture_next, "capture")
     assert "['_PARTITION'] are names Iceberg" in error.message, error.message
 
 
@@ -259,10 +251,7 @@ def test_iceberg_metadata_column_names_a_table_with_a_key_takes_and_one_without_
     keyless = pipeline_for(
         "CREATE TABLE {db}.flags (a INT, `_deleted` TINYINT)", "INSERT INTO {db}.flags VALUES (1, 0)", suffix="k"
     )
-    with pytest.raises(WindowStopped) as stopped:
-        keyless.snapshot()
-    ((error),) = stopped.value.errors
-    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    error = stopped_by_name(keyless.snapshot, "snapshot")
     assert "['_deleted'] are names Iceberg" in error.message and "without a key" in error.message, error.message
 
 
@@ -273,10 +262,7 @@ def test_a_table_named_with_a_slash_stops_the_snapshot_by_name(pipeline_for: New
     pipeline = pipeline_for(
         "CREATE TABLE {db}.`../../x/t` (id INT PRIMARY KEY)", "INSERT INTO {db}.`../../x/t` VALUES (1)"
     )
-    with pytest.raises(WindowStopped) as stopped:
-        pipeline.snapshot()
-    ((error),) = stopped.value.errors
-    assert (error.stage, error.error_class) == ("snapshot", "UnsupportedNameError"), error
+    error = stopped_by_name(pipeline.snapshot, "snapshot")
     assert "a slash or a backslash" in error.message, error.message
     assert not [path for path in pipeline.root.rglob("*") if path.name == "x"], "nothing is staged outside"
 
