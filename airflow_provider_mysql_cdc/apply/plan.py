@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from airflow_provider_mysql_cdc.apply.schema_alignment import rebuild_after_last_reset
 from airflow_provider_mysql_cdc.core.schema_events import REBUILD, RESET, SchemaEvent
 from airflow_provider_mysql_cdc.core.staging import SnapshotTableManifest, StagedFile, StagingManifest
 from airflow_provider_mysql_cdc.errors import (
@@ -203,22 +204,12 @@ def rebuild_note(window_id: int, event: SchemaEvent) -> str:
     return f"{event.error_class}: {note}" if event.error_class else note
 
 
-def _after_last_reset(events: Sequence[SchemaEvent]) -> list[SchemaEvent]:
-    """The events after the last ``reset`` (all when there is none), in binlog order: before it the
-    table was dropped, renamed away or created anew, so nothing there counts any more (a rebuild it
-    waited for included), as in :func:`~airflow_provider_mysql_cdc.apply.schema_alignment.plan_window_changes`."""
-    ordered = sorted(events, key=lambda event: event.seq)
-    resets = [index for index, event in enumerate(ordered) if event.kind == RESET]
-    return ordered[resets[-1] + 1 :] if resets else ordered
-
-
 def _rebuild_note(manifest: StagingManifest, events: Sequence[SchemaEvent]) -> str:
-    """The ``rebuild_pending`` text of the first ``rebuild`` event after the last ``reset`` among
-    ``events``, or ""."""
-    for event in _after_last_reset(events):
-        if event.kind == REBUILD:
-            return rebuild_note(manifest.window_id, event)
-    return ""
+    """The ``rebuild_pending`` text of the ``rebuild`` event that ends what the window applies of the
+    table (:func:`~airflow_provider_mysql_cdc.apply.schema_alignment.rebuild_after_last_reset`: one
+    before a reset is moot), or ""."""
+    event = rebuild_after_last_reset(events)
+    return "" if event is None else rebuild_note(manifest.window_id, event)
 
 
 def _load_steps(

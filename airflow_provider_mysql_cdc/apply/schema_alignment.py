@@ -160,6 +160,12 @@ def _cut_points(events: Sequence[SchemaEvent]) -> tuple[list[SchemaEvent], Schem
     return ordered, rebuild, reset_seq, truncate_seq
 
 
+def rebuild_after_last_reset(events: Sequence[SchemaEvent]) -> SchemaEvent | None:
+    """The ``rebuild`` event that ends what a window applies of a table (the first after the last
+    reset), or None: the rule :func:`plan_window_changes` applies, for the planner's pending note."""
+    return _cut_points(events)[1]
+
+
 def plan_window_changes(
     target_columns: Sequence[str] | None,
     events: Sequence[SchemaEvent],
