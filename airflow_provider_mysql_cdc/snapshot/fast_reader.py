@@ -34,11 +34,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
 import pymysql.cursors
-from pymysql.constants import CR
+from pymysql.constants import COMMAND, CR, FLAG
+from pymysql.protocol import FieldDescriptorPacket
 
 from airflow_provider_mysql_cdc.core.staging import cdc_seq
 from airflow_provider_mysql_cdc.core.types import ColumnSpec, arrow_schema
-from airflow_provider_mysql_cdc.decoding.text_arrow import ArrowBatchDecoder, RawBatch
+from airflow_provider_mysql_cdc.decoding.text_arrow import BINARY_TEMPORAL_TYPES, ArrowBatchDecoder, RawBatch
 from airflow_provider_mysql_cdc.decoding.text_rows import SnapshotRowConverter
 from airflow_provider_mysql_cdc.errors import TerminalCdcError
 
@@ -50,6 +51,7 @@ _READ_SIZE = 1 << 16
 #: Payload length of a packet that another packet of the same row follows.
 _MAX_PACKET = 0xFFFFFF
 _SERVER_MORE_RESULTS_EXISTS = 8
+_UNSIGNED = FLAG.UNSIGNED
 
 _INT64 = pa.int64()
 
@@ -330,6 +332,51 @@ class _CdcColumns:
         return [partial, op, gtid, pc.add(self.positions, cdc_seq(0, staged_before)), commit_ts]
 
 
+def _execute_prepared(cursor: Any, sql: str, params: Sequence[Any] | None) -> int | None:
+    """Run ``sql`` (``params`` interpolated as ``execute`` would) as a prepared statement, leaving its
+    unbuffered result on ``cursor`` as ``SSCursor.execute`` does; returns the statement's id, or None
+    when it ran as a plain query instead: the server refused to prepare it (``max_prepared_stmt_count``
+    reached, a proxy without prepared statements; a wrong statement then fails as a plain query), or
+    its result has a DATE, DATETIME, TIMESTAMP or TIME column, which binary rows hold as structs.
+
+    Binary-protocol rows cost the server less CPU than text rows (no number printed as text); the
+    rows' values are the same (:class:`~airflow_provider_mysql_cdc.decoding.text_arrow.ArrowBatchDecoder`)."""
+    connection = cursor.connection
+    text = cursor.mogrify(sql, params)
+    try:
+        connection._execute_command(COMMAND.COM_STMT_PREPARE, text)
+        answer = connection._read_packet().get_all_data()
+    except pymysql.err.MySQLError:
+        cursor.execute(sql, params)
+        return None
+    statement, columns, parameters = struct.unpack_from("<IHH", answer, 1)
+    for _ in range(parameters + bool(parameters)):  # parameter definitions, then an EOF packet
+        connection._read_packet()
+    types = [_column_type(connection) for _ in range(columns)]
+    if columns:
+        connection._read_packet()  # the EOF packet after the column definitions
+    if parameters or any(code in BINARY_TEMPORAL_TYPES for code in types):
+        _close_statement(connection, statement)
+        cursor.execute(sql, params)
+        return None
+    # no cursor (CURSOR_TYPE_NO_CURSOR), one iteration, no parameters: the rows follow as a result set
+    connection._execute_command(COMMAND.COM_STMT_EXECUTE, struct.pack("<IBI", statement, 0, 1))
+    connection._read_query_result(unbuffered=True)
+    cursor._do_get_result()
+    return int(statement)
+
+
+def _column_type(connection: Any) -> int:
+    """The MySQL type code of the column definition packet the connection reads next."""
+    definition: Any = FieldDescriptorPacket(connection._read_packet().get_all_data(), connection.encoding)
+    return int(definition.type_code)
+
+
+def _close_statement(connection: Any, statement: int) -> None:
+    """Deallocate a prepared statement (the server sends no answer)."""
+    connection._execute_command(COMMAND.COM_STMT_CLOSE, struct.pack("<I", statement))
+
+
 def staged_record_batches(
     connection: Any,
     specs: Sequence[ColumnSpec],
@@ -351,9 +398,13 @@ def staged_record_batches(
     cursor = connection.cursor(pymysql.cursors.SSCursor)
     staged = 0
     try:
-        cursor.execute(sql, params)
         if fast:
-            decoder = ArrowBatchDecoder(specs, cursor._result.converters)
+            statement = _execute_prepared(cursor, sql, params)
+            result = cursor._result
+            binary_fields = (
+                None if statement is None else [(f.type_code, bool(f.flags & _UNSIGNED)) for f in result.fields]
+            )
+            decoder = ArrowBatchDecoder(specs, result.converters, binary_fields)
             cdc_columns = _CdcColumns()
             batches = read_raw_batches(cursor, fetch_rows, fetch_bytes)
             try:
@@ -365,8 +416,11 @@ def staged_record_batches(
                     yield pa.RecordBatch.from_arrays(arrays, schema=schema)
                     del arrays
             finally:
-                batches.close()
+                batches.close()  # rows left unread: the connection is closed, its statement with it
+                if statement is not None and connection.open:
+                    _close_statement(connection, statement)
         else:
+            cursor.execute(sql, params)
             converter = SnapshotRowConverter(specs)
             fields = list(schema)[: len(specs) + 1]  # the table's columns and _cdc_invalid_values
             while batch := cursor.fetchmany(fetch_rows):

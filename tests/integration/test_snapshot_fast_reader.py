@@ -32,6 +32,7 @@ from airflow_provider_mysql_cdc.core.chunks import quote_identifier
 from airflow_provider_mysql_cdc.core.types import INVALID_VALUES_COLUMN, arrow_schema
 from airflow_provider_mysql_cdc.decoding.text_rows import SNAPSHOT_SESSION_STATEMENTS, select_expressions
 from airflow_provider_mysql_cdc.mysql.client import connect, connection_to, query
+from airflow_provider_mysql_cdc.snapshot import fast_reader
 from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
 from airflow_provider_mysql_cdc.snapshot.fast_reader import read_raw_batches, staged_record_batches
 from tests.integration.test_snapshot_types import CASES_HERE
@@ -160,6 +161,100 @@ def test_long_values_multi_packet_rows_and_some_invalid_dates_are_staged_alike(
     }
 
 
+#: Nullable columns of every fixed width a binary-protocol row has (and length-encoded ones between
+#: them); row ``n`` holds NULL in column ``k`` when bit ``k`` of ``n`` is set, so the rows cover every
+#: pattern of NULLs over three bytes of the row's NULL bitmap.
+NULLABLE_COLUMNS = {
+    "ti": ("TINYINT", "-128 + n % 256"),
+    "tu": ("TINYINT UNSIGNED", "n % 256"),
+    "s": ("VARCHAR(20)", "CONCAT('s', n)"),
+    "si": ("SMALLINT", "-32768 + n"),
+    "mi": ("MEDIUMINT", "-8388608 + n * 255"),
+    "mu": ("MEDIUMINT UNSIGNED", "16777215 - n"),
+    "i": ("INT", "-2147483648 + n * 65535"),
+    "dc": ("DECIMAL(10,2)", "n / 100"),
+    "iu": ("INT UNSIGNED", "4294967295 - n"),
+    "bi": ("BIGINT", "-9223372036854775808 + n * 140737488355327"),
+    "bu": ("BIGINT UNSIGNED", "18446744073709551615 - n"),
+    "f": ("FLOAT", "n / 3"),
+    "db": ("DOUBLE", "IF(n = 5, -0.0, n / 7e300)"),
+    "y": ("YEAR", "IF(n = 6, 0, 1901 + n % 255)"),
+    "b": ("BLOB", "REPEAT(x'fb', n % 300)"),
+}
+
+
+@pytest.fixture(scope="module")
+def nullable_table(mysql_server: MySqlTestServer) -> str:
+    table = f"`{DATABASE}`.`nullable`"
+    columns = ", ".join(f"{name} {ddl} NULL" for name, (ddl, _) in NULLABLE_COLUMNS.items())
+    values = ", ".join(
+        f"IF(n & {1 << bit}, NULL, {expression})" for bit, (_, expression) in enumerate(NULLABLE_COLUMNS.values())
+    )
+    mysql_server.execute(
+        f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`",
+        f"DROP TABLE IF EXISTS {table}",
+        f"CREATE TABLE {table} (id INT PRIMARY KEY, {columns})",
+        "SET SESSION cte_max_recursion_depth = 40000",
+        f"INSERT INTO {table} (id, {', '.join(NULLABLE_COLUMNS)}) WITH RECURSIVE seq (n) AS "
+        f"(SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n < {(1 << len(NULLABLE_COLUMNS)) - 1}) "
+        f"SELECT n, {values} FROM seq",
+    )
+    return "nullable"
+
+
+def _prepared_statements(server: MySqlTestServer) -> int:
+    return int(server.execute("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")[0][1])
+
+
+def _spy_on_prepare(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The statement ids :func:`_execute_prepared` returns from now on (None: read as a plain query)."""
+    returned: list[int | None] = []
+    real = fast_reader._execute_prepared
+
+    def spy(*args: Any) -> int | None:
+        returned.append(real(*args))
+        return returned[-1]
+
+    monkeypatch.setattr(fast_reader, "_execute_prepared", spy)
+    return returned
+
+
+def test_every_pattern_of_nulls_in_binary_protocol_rows_is_staged_alike(
+    mysql_server: MySqlTestServer, nullable_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    returned = _spy_on_prepare(monkeypatch)
+    before = _prepared_statements(mysql_server)
+    staged = assert_equal(*read_both(mysql_server, nullable_table, fetch_rows=5000))
+    assert len(returned) == 1 and returned[0] is not None  # read as a prepared statement, binary rows
+    assert _prepared_statements(mysql_server) == before  # and the statement deallocated
+    assert staged.num_rows == 1 << len(NULLABLE_COLUMNS)
+    assert staged.column("bu")[0].as_py() == 18446744073709551615
+    assert staged.column("bi")[2].as_py() == -9223372036854775808 + 2 * 140737488355327
+    assert [staged.column(name).null_count for name in NULLABLE_COLUMNS] == [1 << (len(NULLABLE_COLUMNS) - 1)] * len(
+        NULLABLE_COLUMNS
+    )
+
+
+def test_a_server_refusing_prepared_statements_and_a_result_with_dates_are_read_as_plain_queries(
+    mysql_server: MySqlTestServer, nullable_table: str, wide_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    returned = _spy_on_prepare(monkeypatch)
+    limit = mysql_server.execute("SELECT @@GLOBAL.max_prepared_stmt_count")[0][0]
+    mysql_server.execute("SET GLOBAL max_prepared_stmt_count = 0")
+    try:
+        assert_equal(*read_both(mysql_server, nullable_table, fetch_rows=5000))
+    finally:
+        mysql_server.execute(f"SET GLOBAL max_prepared_stmt_count = {int(limit)}")
+    assert returned == [None]
+    before = _prepared_statements(mysql_server)
+    with connection_to(mysql_server.cdc) as connection:
+        cursor = connection.cursor(pymysql.cursors.SSCursor)
+        sql = f"SELECT id, dt FROM `{DATABASE}`.`{wide_table}` WHERE id <= %s ORDER BY id"
+        assert fast_reader._execute_prepared(cursor, sql, [3]) is None  # a DATETIME column: binary rows hold a struct
+        assert [row[0] for row in cursor.fetchall()] == [1, 2, 3]
+    assert _prepared_statements(mysql_server) == before
+
+
 def _rows_until_error(cursor: Any, read: Any) -> tuple[int, pymysql.err.MySQLError]:
     rows = 0
     with pytest.raises(pymysql.err.MySQLError) as raised:
@@ -177,18 +272,24 @@ def test_a_server_error_mid_result_is_raised_after_the_same_rows_as_pymysql(
         f"FROM `{DATABASE}`.`{wide_table}` AS t WHERE t.id <> 1234 ORDER BY t.id"
     )
     results = []
-    for read in (
-        lambda cursor: (batch.rows for batch in read_raw_batches(cursor, 100)),
-        lambda cursor: (1 for _ in iter(cursor.fetchone, None)),
+    for prepared, read in (
+        (False, lambda cursor: (batch.rows for batch in read_raw_batches(cursor, 100))),
+        (True, lambda cursor: (batch.rows for batch in read_raw_batches(cursor, 100))),
+        (False, lambda cursor: (1 for _ in iter(cursor.fetchone, None))),
     ):
         with connection_to(mysql_server.cdc) as connection:
             cursor = connection.cursor(pymysql.cursors.SSCursor)
-            cursor.execute(sql)
+            if prepared:  # binary-protocol rows
+                assert fast_reader._execute_prepared(cursor, sql, None) is not None
+            else:
+                cursor.execute(sql)
             rows, error = _rows_until_error(cursor, read)
             results.append((rows, error.args[0]))
             cursor.close()
             assert query(connection, mysql_server.cdc, "SELECT 1") == [(1,)]  # still usable
-    assert results[0] == results[1] == (2498, 1242)  # ids 1-2499 but 1234, then "Subquery returns more than 1 row"
+    assert (
+        results[0] == results[1] == results[2] == (2498, 1242)
+    )  # ids 1-2499 but 1234, then "Subquery returns more than 1 row"
 
 
 def test_a_connection_killed_mid_result_raises(mysql_server: MySqlTestServer, wide_table: str) -> None:
