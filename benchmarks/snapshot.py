@@ -31,7 +31,14 @@ What it measures, in one run on one table:
    ``mysql`` client with ``--quick --batch --skip-column-names`` runs ``SELECT * FROM bench.snap`` as
    the admin account over TCP (TLS as offered) into a file, one tab-separated line per row (values
    are escaped, so a line is a row); the clock covers the whole process. A snapshot reading all
-   chunks on one connection could not be faster than this, though parallel chunk readers can.
+   chunks on one connection could not be faster than this, though parallel chunk readers can (and
+   the snapshot's binary-protocol rows cost the server less than the client's text rows).
+5. **Protocols** (with ``--protocol-rounds R``; not part of the comparison): in the benchmark's own
+   process, the whole table read through one ``cdc`` connection with the chunk reader
+   (``staged_record_batches``, the chunk's ``SELECT``), R times as a prepared statement (binary-protocol
+   rows, what a snapshot does) and R times as a plain query (text-protocol rows, what a server refusing
+   prepared statements gets), alternating which goes first. The line ``protocols ...`` gives the
+   medians of mysqld's CPU seconds, this process's and the wall seconds per read, and their ratios.
 
 ``client_cpu_s`` and ``server_cpu_s`` on each phase's line are the CPU seconds (user + system) of its
 client processes (the chunk workers' own work, the tool's from ``wait4``) and of ``mysqld`` (from
@@ -56,6 +63,7 @@ Run (starts and afterwards destroys its own local MySQL 9.7 instance ``bench-sna
     .venv/bin/python benchmarks/snapshot.py --rows 1000000
     .venv/bin/python benchmarks/snapshot.py --rows 1000000 --workers 1 --chunk-rows 100000
     .venv/bin/python benchmarks/snapshot.py --rows 200000 --profile   # plus a cProfile'd chunk
+    .venv/bin/python benchmarks/snapshot.py --protocol-rounds 6       # plus prepared against plain reads
     .venv/bin/python benchmarks/snapshot.py --mysql-url mysql://root:PASSWORD@127.0.0.1:3306
 
 ``--mysql-url`` uses an existing server instead (an admin account; database ``bench`` is dropped
@@ -337,6 +345,56 @@ def snapshot_profile_phase(spec: dict[str, Any]) -> dict[str, Any]:
     return {"rows": result.rows, "seconds": seconds, "peak_rss_mb": 0.0}
 
 
+# -- prepared statement against plain query --------------------------------------------------------
+
+
+def protocol_rounds(server: Server, rows: int, rounds: int) -> str:
+    """Read the whole table through one connection as the snapshot reads a chunk, ``rounds`` times as a
+    prepared statement (binary-protocol rows) and as a plain query (text-protocol rows), alternating
+    which goes first; the medians of mysqld's CPU, this process's CPU and the wall time per read."""
+    import statistics
+
+    from airflow_provider_mysql_cdc.decoding.text_rows import SNAPSHOT_SESSION_STATEMENTS, select_expressions
+    from airflow_provider_mysql_cdc.mysql.client import connection_to, query
+    from airflow_provider_mysql_cdc.snapshot.column_specs import column_specs_from_information_schema
+    from airflow_provider_mysql_cdc.snapshot.fast_reader import staged_record_batches
+
+    figures: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    for round_no in range(rounds):
+        for prepared in (True, False) if round_no % 2 == 0 else (False, True):
+            with connection_to(server.cdc) as connection:
+                for statement in SNAPSHOT_SESSION_STATEMENTS:
+                    query(connection, server.cdc, statement)
+                specs = column_specs_from_information_schema(connection, server.cdc, DATABASE, TABLE)
+                sql = (
+                    f"SELECT {', '.join(select_expressions(specs))} FROM {DATABASE}.{TABLE} WHERE id >= %s ORDER BY id"
+                )
+                server_before, cpu_before, started = (
+                    server_cpu_seconds(server.admin),
+                    cpu_seconds(),
+                    time.perf_counter(),
+                )
+                batches = staged_record_batches(connection, specs, sql, [0], DEFAULT_FETCH_ROWS, prepared=prepared)
+                read = sum(batch.num_rows for batch in batches)
+                seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu_before
+                server_after = server_cpu_seconds(server.admin)
+            if read != rows:
+                raise BenchmarkError(f"a {'prepared' if prepared else 'plain'} read gave {read} rows, expected {rows}")
+            server_cpu = float("nan") if server_before is None or server_after is None else server_after - server_before
+            figures[prepared].append((server_cpu, cpu, seconds))
+    medians = {
+        prepared: [statistics.median(values[i] for values in runs) for i in range(3)]
+        for prepared, runs in figures.items()
+    }
+    (server_p, client_p, wall_p), (server_t, client_t, wall_t) = medians[True], medians[False]
+    return (
+        f"protocols rounds={rounds} prepared: mysqld_cpu_s={server_p:.2f} client_cpu_s={client_p:.2f} "
+        f"seconds={wall_p:.2f}; plain query: mysqld_cpu_s={server_t:.2f} client_cpu_s={client_t:.2f} "
+        f"seconds={wall_t:.2f}; ratios mysqld={server_p / server_t:.2f} client={client_p / client_t:.2f} "
+        f"seconds={wall_p / wall_t:.2f} (medians)"
+    )
+
+
 # -- the mysqldump phase ------------------------------------------------------------------------
 
 
@@ -436,7 +494,9 @@ def check_staging(staging_dir: str, snapshot: dict[str, Any], rows: int) -> tupl
 # -- main ---------------------------------------------------------------------------------------
 
 
-def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_rows: int, profile: bool) -> str:
+def benchmark(
+    server: Server, rows: int, workers: int, chunk_rows: int, fetch_rows: int, profile: bool, protocol_rounds_count: int
+) -> str:
     """Load, run both phases (and the optional profiled chunk), check, print the details; return the
     summary line (printed by :func:`main` once the server is gone, so that it is the very last line)."""
     print(f"server: {server.description}, MySQL {execute(server.admin, 'SELECT VERSION()')[0][0]}", flush=True)
@@ -474,6 +534,8 @@ def benchmark(server: Server, rows: int, workers: int, chunk_rows: int, fetch_ro
             }
             result = run_phase(SCRIPT, "snapshot-profile", profiled)
             print(f"profiled chunk: {result['rows']} rows in {result['seconds']:.1f} s (timings below unaffected)")
+        if protocol_rounds_count:
+            print(protocol_rounds(server, rows, protocol_rounds_count), flush=True)
     rate = rows / snapshot["seconds"]
     lock_times = [float(chunk["lock_ms"]) for chunk in snapshot["chunks"] if chunk["lock_ms"] is not None]
     max_lock_ms = max(lock_times, default=0.0)
@@ -513,6 +575,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mysql-url", help="use this server (mysql://root:PASSWORD@HOST:PORT) instead of a local one")
     parser.add_argument("--profile", action="store_true", help="also run a cProfile'd chunk (prints to stderr)")
+    parser.add_argument(
+        "--protocol-rounds",
+        type=int,
+        default=0,
+        help="also read the table this many times as a prepared statement and as a plain query (default 0: not)",
+    )
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phase:
@@ -526,7 +594,9 @@ def main(argv: list[str] | None = None) -> int:
     return int(
         print_summary(
             server_context,
-            lambda server: benchmark(server, args.rows, args.workers, args.chunk_rows, args.fetch_rows, args.profile),
+            lambda server: benchmark(
+                server, args.rows, args.workers, args.chunk_rows, args.fetch_rows, args.profile, args.protocol_rounds
+            ),
         )
     )
 

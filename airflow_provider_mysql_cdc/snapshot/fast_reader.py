@@ -386,20 +386,27 @@ def staged_record_batches(
     *,
     fast: bool = True,
     fetch_bytes: int = FETCH_BYTES,
+    prepared: bool = True,
 ) -> Generator[pa.RecordBatch, None, None]:
     """The snapshot rows of ``sql`` (a ``SELECT`` of :func:`select_expressions` on a connection that ran
     :data:`SNAPSHOT_SESSION_STATEMENTS`) as record batches of ``arrow_schema(specs)`` of at most
     ``fetch_rows`` rows (and, read fast, ``fetch_bytes`` of row packets unless one row is
     larger): ``_cdc_op`` ``'r'``, ``_cdc_seq`` counting from 0, no GTID, no commit time.
 
-    ``fast=False`` reads with PyMySQL (``fetchmany``) and converts with :class:`SnapshotRowConverter`,
-    the reader before this module; both give equal batches. PyMySQL errors propagate."""
+    Read fast, the ``SELECT`` runs as a prepared statement (binary-protocol rows; ``prepared=False``:
+    as a plain query, text-protocol rows, for comparisons). ``fast=False`` reads with PyMySQL
+    (``fetchmany``) and converts with :class:`SnapshotRowConverter`, the reader before this module;
+    all give equal batches. PyMySQL errors propagate."""
     schema = arrow_schema(specs)
     cursor = connection.cursor(pymysql.cursors.SSCursor)
     staged = 0
     try:
         if fast:
-            statement = _execute_prepared(cursor, sql, params)
+            statement = None
+            if prepared:
+                statement = _execute_prepared(cursor, sql, params)
+            else:
+                cursor.execute(sql, params)
             result = cursor._result
             binary_fields = (
                 None if statement is None else [(f.type_code, bool(f.flags & _UNSIGNED)) for f in result.fields]

@@ -1,8 +1,9 @@
 """The fast snapshot reader stages exactly what the PyMySQL reader staged, on the real server.
 
 :func:`staged_record_batches` reads a chunk's ``SELECT`` with the fast reader (raw row packets,
-Arrow) and, with ``fast=False``, with PyMySQL's ``fetchmany`` and ``SnapshotRowConverter`` (the
-snapshot's reader before). For
+Arrow; the ``SELECT`` a prepared statement, so binary-protocol rows, and with ``prepared=False`` a
+plain query, text-protocol rows) and, with ``fast=False``, with PyMySQL's ``fetchmany`` and
+``SnapshotRowConverter`` (the snapshot's reader before). For
 
 * every case of the type round trip and the snapshot type test (every type of docs/type-map.md's type
   map with its edge values: zero and partial dates, year 0, TIME beyond 24 h, every character set
@@ -12,10 +13,14 @@ snapshot's reader before). For
   row of more than 16 MiB that arrives in several packets, 8 bytes), with invalid dates in a few
   batches only,
 
-both readers give equal Arrow tables (``Table.equals``: values, NULLs, ``_cdc_invalid_values``) in
-equal batches, and the connection is usable afterwards. A server error in the middle of a result
-raises the same error after the same rows as PyMySQL, and a connection killed in the middle of a
-result raises instead of hanging.
+* a table of nullable columns of every fixed width a binary row holds, with every pattern of NULLs
+  over three bytes of the rows' NULL bitmap,
+
+the readers give equal Arrow tables (``Table.equals``: values, NULLs, ``_cdc_invalid_values``) in
+equal batches, and the connection is usable afterwards (its prepared statement deallocated). A
+server refusing prepared statements is read with plain queries. A server error in the middle of a
+result raises the same error after the same rows as PyMySQL, and a connection killed in the middle
+of a result raises instead of hanging.
 """
 
 from __future__ import annotations
@@ -55,9 +60,11 @@ def read_both(server: MySqlTestServer, table: str, fetch_rows: int) -> tuple[lis
         sql = f"SELECT {', '.join(select_expressions(specs))} FROM {name} ORDER BY id"
         fast = list(staged_record_batches(connection, specs, sql, None, fetch_rows))
         assert query(connection, config, "SELECT 1") == [(1,)]  # the connection is in a clean state
+        plain = list(staged_record_batches(connection, specs, sql, None, fetch_rows, prepared=False))
         old = list(staged_record_batches(connection, specs, sql, None, fetch_rows, fast=False))
     schema = arrow_schema(specs)
-    assert all(batch.schema.equals(schema) for batch in fast + old)
+    assert all(batch.schema.equals(schema) for batch in fast + plain + old)
+    assert_equal(plain, old)  # text-protocol rows (a server refusing prepared statements) too
     return fast, old
 
 
