@@ -347,6 +347,8 @@ def _execute_prepared(cursor: Any, sql: str, params: Sequence[Any] | None) -> in
         connection._execute_command(COMMAND.COM_STMT_PREPARE, text)
         answer = connection._read_packet().get_all_data()
     except pymysql.err.MySQLError:
+        if not connection.open:  # the connection is gone: its own error says so
+            raise
         cursor.execute(sql, params)
         return None
     statement, columns, parameters = struct.unpack_from("<IHH", answer, 1)

@@ -319,3 +319,17 @@ def test_a_connection_killed_mid_result_raises(mysql_server: MySqlTestServer, wi
         assert getattr(cursor, "_result").unbuffered_active is False  # noqa: B009
     finally:
         connection.close()
+
+
+def test_a_connection_killed_before_the_statement_is_prepared_raises_the_lost_connection(
+    mysql_server: MySqlTestServer, nullable_table: str
+) -> None:
+    connection = connect(mysql_server.cdc)
+    try:
+        mysql_server.execute(f"KILL {int(connection.thread_id())}")  # type: ignore[no-untyped-call]
+        sql = f"SELECT id FROM `{DATABASE}`.`{nullable_table}`"
+        with pytest.raises(pymysql.err.OperationalError) as raised:
+            list(staged_record_batches(connection, [], sql, None, 100))
+        assert raised.value.args[0] in (2006, 2013)  # not the closed connection's InterfaceError of a retry
+    finally:
+        connection.close()
