@@ -131,22 +131,41 @@ WIDE_COLUMNS = {
 }
 
 
-@pytest.fixture(scope="module")
-def wide_table(mysql_server: MySqlTestServer) -> str:
-    table = f"`{DATABASE}`.`wide`"
-    columns = ", ".join(f"{name} {ddl}" for name, (ddl, _) in WIDE_COLUMNS.items())
-    values = ", ".join(expression for _, expression in WIDE_COLUMNS.values())
-    mysql_server.execute(
+def create_generated_table(
+    server: MySqlTestServer, name: str, columns: dict[str, tuple[str, str]], ids: range, *statements: str
+) -> str:
+    """Table ``name`` with an INT key ``id`` and ``columns`` (name -> (DDL, value expression of ``n``)),
+    one row per ``n`` of ``ids``, inserted after the session ``statements``; returns ``name``."""
+    table = f"`{DATABASE}`.`{name}`"
+    definitions = ", ".join(f"{column} {ddl}" for column, (ddl, _) in columns.items())
+    values = ", ".join(expression for _, expression in columns.values())
+    server.execute(
         f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`",
         f"DROP TABLE IF EXISTS {table}",
-        f"CREATE TABLE {table} (id INT PRIMARY KEY, {columns})",
-        "SET SESSION sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+00:00', cte_max_recursion_depth = 5000",
-        f"INSERT INTO {table} (id, {', '.join(WIDE_COLUMNS)}) WITH RECURSIVE seq (n) AS "
-        f"(SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 3000) SELECT n, {values} FROM seq",
-        # More than 16 MiB in one row: several packets, and an 8-byte length header.
-        f"UPDATE {table} SET b = REPEAT('z', 17 * 1024 * 1024), m = REPEAT('w', 16 * 1024 * 1024 - 1) WHERE id = 1234",
+        f"CREATE TABLE {table} (id INT PRIMARY KEY, {definitions})",
+        f"SET SESSION cte_max_recursion_depth = {len(ids) + 1}",
+        *statements,
+        f"INSERT INTO {table} (id, {', '.join(columns)}) WITH RECURSIVE seq (n) AS (SELECT {ids.start} UNION ALL "
+        f"SELECT n + 1 FROM seq WHERE n < {ids.stop - 1}) SELECT n, {values} FROM seq",
     )
-    return "wide"
+    return name
+
+
+@pytest.fixture(scope="module")
+def wide_table(mysql_server: MySqlTestServer) -> str:
+    name = create_generated_table(
+        mysql_server,
+        "wide",
+        WIDE_COLUMNS,
+        range(1, 3001),
+        "SET SESSION sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+00:00'",
+    )
+    # More than 16 MiB in one row: several packets, and an 8-byte length header.
+    mysql_server.execute(
+        f"UPDATE `{DATABASE}`.`{name}` SET b = REPEAT('z', 17 * 1024 * 1024), m = REPEAT('w', 16 * 1024 * 1024 - 1) "
+        "WHERE id = 1234"
+    )
+    return name
 
 
 @pytest.mark.parametrize("fetch_rows", [500, 3000])
@@ -192,21 +211,11 @@ NULLABLE_COLUMNS = {
 
 @pytest.fixture(scope="module")
 def nullable_table(mysql_server: MySqlTestServer) -> str:
-    table = f"`{DATABASE}`.`nullable`"
-    columns = ", ".join(f"{name} {ddl} NULL" for name, (ddl, _) in NULLABLE_COLUMNS.items())
-    values = ", ".join(
-        f"IF(n & {1 << bit}, NULL, {expression})" for bit, (_, expression) in enumerate(NULLABLE_COLUMNS.values())
-    )
-    mysql_server.execute(
-        f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`",
-        f"DROP TABLE IF EXISTS {table}",
-        f"CREATE TABLE {table} (id INT PRIMARY KEY, {columns})",
-        "SET SESSION cte_max_recursion_depth = 40000",
-        f"INSERT INTO {table} (id, {', '.join(NULLABLE_COLUMNS)}) WITH RECURSIVE seq (n) AS "
-        f"(SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n < {(1 << len(NULLABLE_COLUMNS)) - 1}) "
-        f"SELECT n, {values} FROM seq",
-    )
-    return "nullable"
+    columns = {
+        name: (f"{ddl} NULL", f"IF(n & {1 << bit}, NULL, {expression})")
+        for bit, (name, (ddl, expression)) in enumerate(NULLABLE_COLUMNS.items())
+    }
+    return create_generated_table(mysql_server, "nullable", columns, range(1 << len(NULLABLE_COLUMNS)))
 
 
 def _prepared_statements(server: MySqlTestServer) -> int:
